@@ -1,0 +1,132 @@
+/*
+ * arena.c - formatting an arena and allocating ring bytes in it (hub side).
+ *
+ * Ring sizes are powers of two from ARENA_MIN_RING to ARENA_MAX_RING; the
+ * allocator keeps one free list per size class and carves new blocks from
+ * the untouched end of the arena.  Its state lives in the hub's own memory,
+ * never in the arena, so nothing a process writes can confuse it.  Freed
+ * blocks are punched out of the memfd so an idle pool gives memory back.
+ */
+#include "arena.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NCLASS 11 /* 4 KiB .. 4 MiB */
+
+struct free_blk {
+	uint64_t off;
+	struct free_blk *next;
+};
+
+struct arena_alloc {
+	uint64_t next, end, in_use;
+	struct free_blk *free[NCLASS];
+};
+
+static int size_class(uint64_t size)
+{
+	int c = 0;
+	uint64_t s = ARENA_MIN_RING;
+	while (s < size && c < NCLASS - 1) {
+		s <<= 1;
+		c++;
+	}
+	return s == size ? c : -1;
+}
+
+uint32_t arena_ring_size(uint64_t asked)
+{
+	uint64_t s = ARENA_MIN_RING;
+	if (asked == 0)
+		return ARENA_DEFAULT_RING;
+	while (s < asked && s < ARENA_MAX_RING)
+		s <<= 1;
+	return (uint32_t)s;
+}
+
+int arena_format(void *base, uint64_t bytes, uint64_t pool_id)
+{
+	struct arena_hdr *h = base;
+	uint64_t slots_off = (sizeof(*h) + 4095) & ~4095ull;
+	uint64_t data_off = slots_off + ((uint64_t)ARENA_MAX_SLOTS * sizeof(struct arena_slot) + 4095) / 4096 * 4096;
+	if (data_off + ARENA_MAX_RING > bytes)
+		return -1;
+	memset(h, 0, sizeof(*h));
+	h->magic = ARENA_MAGIC;
+	h->version = ARENA_VERSION;
+	h->nslots = ARENA_MAX_SLOTS;
+	h->bytes = bytes;
+	h->slots_off = slots_off;
+	h->data_off = data_off;
+	h->pool_id = pool_id;
+	return 0;
+}
+
+struct arena_alloc *arena_alloc_new(uint64_t data_off, uint64_t bytes)
+{
+	struct arena_alloc *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->next = data_off;
+	a->end = bytes;
+	return a;
+}
+
+void arena_alloc_free_all(struct arena_alloc *a)
+{
+	if (!a)
+		return;
+	for (int c = 0; c < NCLASS; c++) {
+		while (a->free[c]) {
+			struct free_blk *b = a->free[c];
+			a->free[c] = b->next;
+			free(b);
+		}
+	}
+	free(a);
+}
+
+uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
+{
+	int c = size_class(size);
+	uint64_t off;
+	if (c < 0)
+		return 0;
+	if (a->free[c]) {
+		struct free_blk *b = a->free[c];
+		a->free[c] = b->next;
+		off = b->off;
+		free(b);
+	} else {
+		/* natural alignment keeps every ring inside whole pages */
+		uint64_t at = (a->next + size - 1) & ~(size - 1);
+		if (at + size > a->end || at + size < at)
+			return 0;
+		off = at;
+		a->next = at + size;
+	}
+	a->in_use += size;
+	return off;
+}
+
+void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size)
+{
+	int c = size_class(size);
+	struct free_blk *b;
+	if (c < 0 || !off)
+		return;
+	b = malloc(sizeof(*b));
+	if (!b)
+		return; /* leaks arena space, never memory safety */
+	b->off = off;
+	b->next = a->free[c];
+	a->free[c] = b;
+	a->in_use -= size;
+}
+
+uint64_t arena_in_use(const struct arena_alloc *a)
+{
+	return a->in_use;
+}

@@ -1,0 +1,127 @@
+/*
+ * arena.h - the shared-memory region of a pool of processes.
+ *
+ * A pool is a process tree that inherited one arena through fork.  The hub
+ * creates the arena (a memfd), hands it to the pool's first process, and is
+ * the only allocator of what lies in it: socket slots and the bytes of their
+ * rings.  Layout: header (with the doorbell bitmap, the ring from the pool
+ * to the hub), the slot array, then ring bytes.
+ *
+ * Who writes what (everything else in a slot is plain data written once by
+ * the hub before the slot is handed out):
+ *   process: tx.tail, rx.head, pending_ops, doorbell bits, waiters, flags
+ *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks
+ *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
+ *            flags bits, addresses, ring geometry, gen
+ * The hub never trusts a value a process writes: counters are checked with
+ * ring_sane(), indices against nslots, and geometry is taken from the hub's
+ * own records, not read back.
+ */
+#ifndef RSHARE_ARENA_H
+#define RSHARE_ARENA_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+#define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
+#define ARENA_VERSION 1
+#define ARENA_MAX_SLOTS 4096
+#define ARENA_DOORBELL_WORDS (ARENA_MAX_SLOTS / 64)
+#define ARENA_DEFAULT_BYTES (512ull << 20)  /* sparse: only touched pages cost */
+#define ARENA_MIN_RING 4096u
+#define ARENA_MAX_RING (4u << 20)
+#define ARENA_DEFAULT_RING (128u << 10)
+
+enum slot_state {
+	SLOT_FREE = 0,
+	SLOT_CONNECTING,   /* CONNECT sent, waiting for ACCEPT/REFUSE */
+	SLOT_ESTABLISHED,
+	SLOT_LISTENING,
+	SLOT_FALLBACK,     /* no rshare peer: the process uses kernel TCP */
+	SLOT_CLOSED,       /* reset, refused, or the link was lost: see error */
+};
+
+/* flags */
+#define SLOTF_RX_FIN   0x1u  /* peer sent FIN: EOF after the ring drains */
+#define SLOTF_TX_SHUT  0x2u  /* shutdown(SHUT_WR) done here */
+#define SLOTF_RX_SHUT  0x4u  /* shutdown(SHUT_RD) done here */
+#define SLOTF_NONBLOCK 0x8u  /* O_NONBLOCK on the shared open file */
+#define SLOTF_TX_FIN_SENT 0x10u
+
+/* pending_ops: what a process asks of the hub through the doorbell */
+#define SLOTOP_TX     0x1u   /* tx.tail moved: send */
+#define SLOTOP_CREDIT 0x2u   /* rx.head moved: return credit */
+
+union sockaddr_any {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+struct arena_slot {
+	_Atomic uint32_t wake_seq;    /* futex word: bumped by the hub on every event */
+	_Atomic uint32_t waiters;     /* threads sleeping on wake_seq */
+	_Atomic uint32_t state;       /* enum slot_state */
+	_Atomic int32_t error;        /* pending SO_ERROR, consumed by the process */
+	_Atomic uint32_t flags;       /* SLOTF_* */
+	_Atomic uint32_t pending_ops; /* SLOTOP_* */
+	_Atomic uint32_t acceptq;     /* listener: connections ready to accept */
+	uint32_t gen;                 /* generation, bumped on every reuse */
+	struct ring rx;               /* hub produces, process consumes */
+	struct ring tx;               /* process produces, hub consumes */
+	_Atomic uint64_t rx_credit_mark; /* rx.head when credit was last asked */
+	union sockaddr_any local, peer;
+	pthread_mutex_t rx_lock, tx_lock; /* robust, process-shared */
+	uint8_t pad[64];
+} __attribute__((aligned(64)));
+
+struct arena_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nslots;
+	uint64_t bytes;
+	uint64_t slots_off;
+	uint64_t data_off;
+	uint64_t pool_id;
+	_Atomic uint32_t hub_sleeping;  /* processes kick the pool eventfd only then */
+	uint32_t pad0;
+	_Atomic uint64_t doorbell[ARENA_DOORBELL_WORDS] __attribute__((aligned(64)));
+};
+
+static inline struct arena_slot *arena_slot(void *base, uint32_t i)
+{
+	struct arena_hdr *h = base;
+	return (struct arena_slot *)((uint8_t *)base + h->slots_off) + i;
+}
+
+static inline uint8_t *arena_bytes(void *base, uint64_t off)
+{
+	return (uint8_t *)base + off;
+}
+
+/* Ring a slot's doorbell; returns nonzero when the hub sleeps and needs a kick. */
+static inline int arena_ring(void *base, uint32_t i, uint32_t op)
+{
+	struct arena_hdr *h = base;
+	struct arena_slot *s = arena_slot(base, i);
+	atomic_fetch_or_explicit(&s->pending_ops, op, memory_order_release);
+	atomic_fetch_or_explicit(&h->doorbell[i / 64], 1ull << (i % 64), memory_order_seq_cst);
+	return atomic_load_explicit(&h->hub_sleeping, memory_order_seq_cst) != 0;
+}
+
+/* Hub side: layout of a fresh arena, and ring-byte allocation. */
+struct arena_alloc;
+int arena_format(void *base, uint64_t bytes, uint64_t pool_id);
+struct arena_alloc *arena_alloc_new(uint64_t data_off, uint64_t bytes);
+void arena_alloc_free_all(struct arena_alloc *a);
+/* Returns the offset of size bytes (a power of two) or 0 when full. */
+uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
+void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
+uint64_t arena_in_use(const struct arena_alloc *a);
+uint32_t arena_ring_size(uint64_t asked);
+
+#endif

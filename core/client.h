@@ -1,0 +1,56 @@
+/*
+ * client.h - the process side of rshare: attaching to the hub and the pool,
+ * requests to the hub, fork, and the socket operations on arena slots
+ * (vsock.c).  Linked into librshare.so; uses raw system calls (sys.h) so
+ * that it never re-enters the interposer.
+ */
+#ifndef RSHARE_CLIENT_H
+#define RSHARE_CLIENT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "arena.h"
+#include "msg.h"
+
+struct cl_state {
+	int attached;       /* 1 attached, 0 not yet, -1 no hub to be had */
+	int ctl_fd;         /* this process's connection to the hub */
+	int evfd;           /* the pool's doorbell kick */
+	void *arena;
+	uint64_t arena_bytes, pool_id, token;
+	int hi_fd;          /* our descriptors live at or above this */
+};
+extern struct cl_state cl;
+
+int cl_attach(void);                      /* 0, or -1: use kernel TCP */
+int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd);
+int cl_hub_connect(void);                 /* a new connection to this node's hub */
+int cl_hi_fd(int fd);                     /* move fd up, close-on-exec */
+void cl_kick(void);                       /* wake a sleeping hub */
+int cl_hub_alive(void);
+void cl_init(void);                       /* fork handlers; call once */
+
+static inline struct arena_slot *cl_slot(uint32_t slot)
+{
+	return arena_slot(cl.arena, slot);
+}
+
+/* vsock.c: socket operations; return values are -errno on failure */
+int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
+	      int *evfd, uint32_t *slot, uint32_t *gen);
+/* 0 established, 1 fallback to kernel TCP, -errno */
+int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
+	       uint32_t txsize, uint32_t *slot, uint32_t *gen);
+int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
+void vs_ref(uint32_t slot);
+int vs_unref(uint32_t slot, uint32_t gen);
+ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
+ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
+int vs_shutdown(uint32_t slot, uint32_t gen, int how);
+int vs_take_error(uint32_t slot);
+int vs_release_all(void);
+int vs_nread(uint32_t slot);
+
+#endif

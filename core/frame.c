@@ -1,0 +1,209 @@
+/*
+ * frame.c - encoder and validating decoder for the hub-to-hub wire format.
+ *
+ * The decoders are the first code that sees bytes from another node, so
+ * they accept exactly the documented layouts and nothing else: unknown
+ * types and ops, wrong lengths, bad families and impossible sizes are
+ * rejected with a reason the hub logs before it drops the link.
+ */
+#include "frame.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
+static void put32(uint8_t *p, uint32_t v) { put16(p, v >> 16); put16(p + 2, v); }
+static void put64(uint8_t *p, uint64_t v) { put32(p, v >> 32); put32(p + 4, v); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t get32(const uint8_t *p) { return (uint32_t)get16(p) << 16 | get16(p + 2); }
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+
+void wire_frame_encode(const struct wire_frame *f, uint8_t out[WIRE_FRAME_LEN])
+{
+	out[0] = f->type;
+	out[1] = f->flags;
+	put16(out + 2, 0);
+	put32(out + 4, f->len);
+	put32(out + 8, f->imm);
+	put32(out + 12, f->rkey);
+	put64(out + 16, f->raddr);
+}
+
+int wire_frame_decode(const uint8_t in[WIRE_FRAME_LEN], struct wire_frame *f, const char **why)
+{
+	f->type = in[0];
+	f->flags = in[1];
+	f->len = get32(in + 4);
+	f->imm = get32(in + 8);
+	f->rkey = get32(in + 12);
+	f->raddr = get64(in + 16);
+	*why = NULL;
+	if (f->flags || get16(in + 2))
+		*why = "reserved frame bits set";
+	else if (f->type == FR_HELLO && f->len != WIRE_HELLO_LEN)
+		*why = "hello frame of wrong length";
+	else if (f->type == FR_SEND && f->len != WIRE_CTL_LEN)
+		*why = "control frame of wrong length";
+	else if (f->type == FR_WRITE_IMM && (f->len == 0 || f->len > WIRE_MAX_WRITE))
+		*why = "write frame of impossible length";
+	else if (f->type < FR_HELLO || f->type > FR_SEND)
+		*why = "unknown frame type";
+	return *why ? -1 : 0;
+}
+
+void wire_hello_encode(const struct wire_hello *h, uint8_t out[WIRE_HELLO_LEN])
+{
+	memset(out, 0, WIRE_HELLO_LEN);
+	put32(out, h->magic);
+	put16(out + 4, h->version);
+	put16(out + 6, h->flags);
+	put64(out + 8, h->node_id);
+	put32(out + 16, h->max_write);
+}
+
+int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, const char **why)
+{
+	*why = NULL;
+	if (len != WIRE_HELLO_LEN) {
+		*why = "hello of wrong length";
+		return -1;
+	}
+	h->magic = get32(in);
+	h->version = get16(in + 4);
+	h->flags = get16(in + 6);
+	h->node_id = get64(in + 8);
+	h->max_write = get32(in + 16);
+	h->rsvd = get32(in + 20);
+	if (h->magic != WIRE_MAGIC)
+		*why = "bad magic: peer is not an rshare hub";
+	else if (h->rsvd)
+		*why = "reserved hello bits set";
+	else if (h->version != WIRE_VERSION)
+		*why = "unsupported protocol version";
+	else if (h->node_id == 0)
+		*why = "node id 0";
+	else if (h->max_write < 4096)
+		*why = "max write below 4096";
+	return *why ? -1 : 0;
+}
+
+void wire_ctl_encode(const struct wire_ctl *c, uint8_t out[WIRE_CTL_LEN])
+{
+	memset(out, 0, WIRE_CTL_LEN);
+	out[0] = c->op;
+	out[1] = c->family;
+	put16(out + 2, c->port);
+	put32(out + 4, c->dst);
+	put32(out + 8, c->src);
+	put32(out + 12, c->ring);
+	put64(out + 16, c->val);
+	memcpy(out + 24, c->addr_a, 16);
+	memcpy(out + 40, c->addr_b, 16);
+	put16(out + 56, c->src_port);
+	put16(out + 58, c->reason);
+}
+
+static int ring_size_ok(uint32_t r)
+{
+	return r >= ARENA_MIN_RING && r <= ARENA_MAX_RING && (r & (r - 1)) == 0;
+}
+
+int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const char **why)
+{
+	*why = NULL;
+	if (len != WIRE_CTL_LEN) {
+		*why = "control message of wrong length";
+		return -1;
+	}
+	c->op = in[0];
+	c->family = in[1];
+	c->port = get16(in + 2);
+	c->dst = get32(in + 4);
+	c->src = get32(in + 8);
+	c->ring = get32(in + 12);
+	c->val = get64(in + 16);
+	memcpy(c->addr_a, in + 24, 16);
+	memcpy(c->addr_b, in + 40, 16);
+	c->src_port = get16(in + 56);
+	c->reason = get16(in + 58);
+	if (get32(in + 60)) {
+		*why = "reserved control bits set";
+		return -1;
+	}
+	switch (c->op) {
+	case CTL_CONNECT:
+		if (c->family != AF_INET && c->family != AF_INET6)
+			*why = "CONNECT with unknown address family";
+		else if (c->dst != 0 || c->src == 0)
+			*why = "CONNECT with bad socket ids";
+		else if (!ring_size_ok(c->ring))
+			*why = "CONNECT with impossible ring size";
+		break;
+	case CTL_ACCEPT:
+		if (c->dst == 0 || c->src == 0)
+			*why = "ACCEPT with bad socket ids";
+		else if (!ring_size_ok(c->ring))
+			*why = "ACCEPT with impossible ring size";
+		break;
+	case CTL_REFUSE:
+		if (c->dst == 0)
+			*why = "REFUSE without destination";
+		else if (c->reason != REFUSE_NO_LISTENER && c->reason != REFUSE_NO_SPACE)
+			*why = "REFUSE with unknown reason";
+		break;
+	case CTL_FIN:
+	case CTL_RESET:
+	case CTL_CREDIT:
+		if (c->dst == 0)
+			*why = "control message without destination";
+		break;
+	default:
+		*why = "unknown control op";
+	}
+	return *why ? -1 : 0;
+}
+
+void wire_addr_put(uint8_t out[16], uint8_t *family, uint16_t *port, const union sockaddr_any *sa)
+{
+	memset(out, 0, 16);
+	if (sa->sa.sa_family == AF_INET6) {
+		memcpy(out, &sa->in6.sin6_addr, 16);
+		*family = AF_INET6;
+		*port = ntohs(sa->in6.sin6_port);
+	} else {
+		memcpy(out, &sa->in.sin_addr, 4);
+		*family = AF_INET;
+		*port = ntohs(sa->in.sin_port);
+	}
+}
+
+void wire_addr_get(union sockaddr_any *sa, uint8_t family, const uint8_t in[16], uint16_t port)
+{
+	memset(sa, 0, sizeof(*sa));
+	if (family == AF_INET6) {
+		sa->in6.sin6_family = AF_INET6;
+		memcpy(&sa->in6.sin6_addr, in, 16);
+		sa->in6.sin6_port = htons(port);
+	} else {
+		sa->in.sin_family = AF_INET;
+		memcpy(&sa->in.sin_addr, in, 4);
+		sa->in.sin_port = htons(port);
+	}
+}
+
+void wire_addr_unmap(union sockaddr_any *a)
+{
+	if (a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a->in6.sin6_addr)) {
+		struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = a->in6.sin6_port};
+		memcpy(&in.sin_addr, (uint8_t *)&a->in6.sin6_addr + 12, 4);
+		memset(a, 0, sizeof(*a));
+		a->in = in;
+	}
+}
+
+const char *wire_op_name(unsigned op)
+{
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT"};
+	return op <= CTL_MAX ? n[op] : "?";
+}

@@ -1,0 +1,769 @@
+/*
+ * hub.c - the hub's event loop, its processes and its pools.
+ *
+ * One thread, one epoll set: the unix socket processes attach through, one
+ * connection per process, one eventfd per pool (the doorbell kick), and the
+ * transports' own descriptors.  Each turn drains every pool's doorbell
+ * bitmap, reaps every transport's completion queue (the single poller: each
+ * completion is routed by its owner tag in hub_route()), then sleeps in
+ * epoll_wait with hub_sleeping set in every arena so that processes know to
+ * kick.  A process's connection closing is its death: its references are
+ * dropped and the sockets only it held are reset.
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg.h"
+#include "sys.h"
+#include "tag.h"
+
+struct hub *the_hub;
+
+void hub_defer_free(struct hub *h, void *p)
+{
+	if (h->ngarbage == h->garbage_cap) {
+		uint32_t cap = h->garbage_cap ? h->garbage_cap * 2 : 64;
+		void **n = realloc(h->garbage, cap * sizeof(*n));
+		if (!n)
+			return; /* leak rather than free under a live event */
+		h->garbage = n;
+		h->garbage_cap = cap;
+	}
+	h->garbage[h->ngarbage++] = p;
+}
+
+uint64_t hub_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev)
+{
+	struct epoll_event e = {.events = events, .data.ptr = ev};
+	return epoll_ctl(h->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+int hub_rewatch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev)
+{
+	struct epoll_event e = {.events = events, .data.ptr = ev};
+	return epoll_ctl(h->epfd, EPOLL_CTL_MOD, fd, &e);
+}
+
+void hub_unwatch(struct hub *h, int fd)
+{
+	epoll_ctl(h->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* ---- pools ---- */
+
+static uint64_t arena_bytes_cfg(void)
+{
+	const char *s = getenv("RSHARE_ARENA_MB");
+	long mb = s ? atol(s) : 0;
+	if (mb < 16 || mb > 65536)
+		return ARENA_DEFAULT_BYTES;
+	return (uint64_t)mb << 20;
+}
+
+static void pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct pool *p = (struct pool *)((char *)ev - offsetof(struct pool, ev));
+	uint64_t v;
+	(void)h;
+	(void)events;
+	while (read(p->evfd, &v, sizeof(v)) == sizeof(v))
+		;
+	/* the doorbells themselves are drained by the main loop */
+}
+
+static struct pool *pool_new(struct hub *h)
+{
+	struct pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->id = ++h->next_pool_id;
+	p->bytes = arena_bytes_cfg();
+	p->memfd = memfd_create("rshare-arena", MFD_CLOEXEC);
+	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->memfd < 0 || p->evfd < 0 || ftruncate(p->memfd, p->bytes) < 0)
+		goto fail;
+	p->base = mmap(NULL, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0);
+	if (p->base == MAP_FAILED) {
+		p->base = NULL;
+		goto fail;
+	}
+	if (arena_format(p->base, p->bytes, p->id) < 0)
+		goto fail;
+	p->alloc = arena_alloc_new(((struct arena_hdr *)p->base)->data_off, p->bytes);
+	if (!p->alloc)
+		goto fail;
+	p->ev.fn = pool_kick;
+	if (hub_watch(h, p->evfd, EPOLLIN, &p->ev) < 0)
+		goto fail;
+	p->next = h->pools;
+	h->pools = p;
+	log_info("pool %llu: arena of %llu MiB", (unsigned long long)p->id,
+		 (unsigned long long)(p->bytes >> 20));
+	return p;
+fail:
+	log_error("pool: cannot create an arena: %s", strerror(errno));
+	if (p->base)
+		munmap(p->base, p->bytes);
+	if (p->memfd >= 0)
+		close(p->memfd);
+	if (p->evfd >= 0)
+		close(p->evfd);
+	arena_alloc_free_all(p->alloc);
+	free(p);
+	return NULL;
+}
+
+/* Pools without processes or sockets are swept between event batches, so
+ * that nothing frees an arena while a doorbell scan walks it. */
+void pool_maybe_free(struct hub *h, struct pool *p)
+{
+	(void)h;
+	(void)p;
+}
+
+static void pools_sweep(struct hub *h)
+{
+	struct pool **pp = &h->pools;
+	while (*pp) {
+		struct pool *p = *pp;
+		if (p->nprocs || p->nsocks) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		hub_unwatch(h, p->evfd);
+		close(p->evfd);
+		close(p->memfd);
+		munmap(p->base, p->bytes);
+		arena_alloc_free_all(p->alloc);
+		log_info("pool %llu: gone", (unsigned long long)p->id);
+		free(p);
+	}
+}
+
+/* Drain the doorbell bitmap of one pool.  Returns whether any bell rang. */
+static int pool_doorbells(struct hub *h, struct pool *p)
+{
+	struct arena_hdr *ah = p->base;
+	int rang = 0;
+	for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS; w++) {
+		uint64_t bits;
+		if (!atomic_load_explicit(&ah->doorbell[w], memory_order_relaxed))
+			continue;
+		bits = atomic_exchange_explicit(&ah->doorbell[w], 0, memory_order_acquire);
+		while (bits) {
+			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			uint32_t sid = p->slot_sid[slot];
+			struct hsock *s;
+			uint32_t ops;
+			bits &= bits - 1;
+			rang = 1;
+			if (!sid)
+				continue; /* a bell on a free slot: ignore */
+			s = h->socks[sid];
+			ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
+			if (ops & SLOTOP_TX)
+				hsock_tx(h, s);
+			if (ops & SLOTOP_CREDIT)
+				hsock_credit(h, s);
+		}
+	}
+	return rang;
+}
+
+static void set_sleeping(struct hub *h, uint32_t v)
+{
+	for (struct pool *p = h->pools; p; p = p->next)
+		atomic_store_explicit(&((struct arena_hdr *)p->base)->hub_sleeping, v, memory_order_seq_cst);
+}
+
+/* ---- processes ---- */
+
+static int proc_hold(struct proc *pr, uint32_t sid)
+{
+	if (pr->nsocks == pr->cap) {
+		uint32_t cap = pr->cap ? pr->cap * 2 : 16;
+		uint32_t *n = realloc(pr->socks, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		pr->socks = n;
+		pr->cap = cap;
+	}
+	pr->socks[pr->nsocks++] = sid;
+	return 0;
+}
+
+static int proc_holds(struct proc *pr, uint32_t sid)
+{
+	for (uint32_t i = 0; i < pr->nsocks; i++)
+		if (pr->socks[i] == sid)
+			return 1;
+	return 0;
+}
+
+static int proc_drop(struct proc *pr, uint32_t sid)
+{
+	for (uint32_t i = 0; i < pr->nsocks; i++)
+		if (pr->socks[i] == sid) {
+			pr->socks[i] = pr->socks[--pr->nsocks];
+			return 1;
+		}
+	return 0;
+}
+
+static void proc_free(struct hub *h, struct proc *pr)
+{
+	struct proc **pp;
+	for (pp = &h->procs; *pp; pp = &(*pp)->next)
+		if (*pp == pr) {
+			*pp = pr->next;
+			break;
+		}
+	hub_unwatch(h, pr->fd);
+	close(pr->fd);
+	if (pr->nsocks)
+		log_info("process %d gone holding %u sockets", (int)pr->pid, pr->nsocks);
+	for (uint32_t i = 0; i < pr->nsocks; i++) {
+		struct hsock *s = h->socks[pr->socks[i]];
+		if (s && s->nholders && --s->nholders == 0)
+			hsock_release(h, s, 1);
+	}
+	if (pr->pool) {
+		pr->pool->nprocs--;
+		pool_maybe_free(h, pr->pool);
+	}
+	free(pr->socks);
+	hub_defer_free(h, pr);
+}
+
+static int send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds)
+{
+	struct iovec iov = {.iov_base = (void *)rep, .iov_len = sizeof(*rep)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds) {
+		struct cmsghdr *c;
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(*rep) ? 0 : -1;
+}
+
+static uint64_t new_token(void)
+{
+	uint64_t t = 0;
+	while (!t && getrandom(&t, sizeof(t), 0) != sizeof(t))
+		;
+	return t ? t : 1;
+}
+
+static struct proc *proc_by_token(struct hub *h, uint64_t token)
+{
+	for (struct proc *p = h->procs; p; p = p->next)
+		if (p->token == token && p->pool)
+			return p;
+	return NULL;
+}
+
+static void do_stat(struct hub *h, struct proc *pr, int json)
+{
+	size_t len, off = 0;
+	char *txt = hub_stat(h, json, &len);
+	/* the reader drains as we write; a slow reader blocks the hub briefly */
+	int fl = fcntl(pr->fd, F_GETFL);
+	fcntl(pr->fd, F_SETFL, fl & ~O_NONBLOCK);
+	while (txt && off < len) {
+		size_t n = len - off > 32768 ? 32768 : len - off;
+		if (send(pr->fd, txt + off, n, MSG_NOSIGNAL) < 0)
+			break;
+		off += n;
+	}
+	free(txt);
+}
+
+static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
+{
+	struct msg_rep rep = {0};
+	struct hsock *s = NULL;
+	int fds[2], nfds = 0, reply = 1;
+
+	if (q->op != MSG_HELLO && q->op != MSG_FORK && q->op != MSG_CHILD && q->op != MSG_STAT &&
+	    !pr->pool) {
+		rep.status = -EPROTO;
+		goto out;
+	}
+	switch (q->op) {
+	case MSG_HELLO:
+		if (pr->pool) {
+			rep.status = -EISCONN;
+			break;
+		}
+		pr->pool = pool_new(h);
+		if (!pr->pool) {
+			rep.status = -ENOMEM;
+			break;
+		}
+		pr->pool->nprocs++;
+		pr->pid = q->pid > 0 ? q->pid : pr->pid;
+		pr->token = new_token();
+		rep.pool_id = pr->pool->id;
+		rep.arena_bytes = pr->pool->bytes;
+		rep.token = pr->token;
+		fds[0] = pr->pool->memfd;
+		fds[1] = pr->pool->evfd;
+		nfds = 2;
+		log_info("process %d: new pool %llu", (int)pr->pid, (unsigned long long)pr->pool->id);
+		break;
+	case MSG_FORK: {
+		struct proc *parent = proc_by_token(h, q->token);
+		if (pr->pool || !parent || (parent->pid && parent->pid != pr->pid)) {
+			rep.status = -EPERM;
+			break;
+		}
+		pr->pool = parent->pool;
+		pr->pool->nprocs++;
+		pr->pid = 0; /* the child tells */
+		pr->token = new_token();
+		for (uint32_t i = 0; i < parent->nsocks; i++) {
+			struct hsock *hs = h->socks[parent->socks[i]];
+			if (hs && proc_hold(pr, hs->sid) == 0)
+				hs->nholders++;
+		}
+		rep.token = pr->token;
+		break;
+	}
+	case MSG_CHILD:
+		reply = 0;
+		if (pr->pool && !pr->pid && q->pid > 0)
+			pr->pid = q->pid;
+		break;
+	case MSG_LISTEN:
+		s = hsock_new(h, pr->pool, 0, 0);
+		if (!s) {
+			rep.status = -ENOBUFS;
+			break;
+		}
+		s->local = q->addr;
+		rep.status = hub_listen(h, s, &q->addr, q->arg, rfd);
+		if (rep.status) {
+			hsock_release(h, s, 1);
+			break;
+		}
+		rfd = -1; /* the listener keeps it */
+		s->rx_size = arena_ring_size(q->rxsize);
+		s->tx_size = arena_ring_size(q->txsize);
+		goto hold;
+	case MSG_CONNECT:
+		s = hsock_new(h, pr->pool, arena_ring_size(q->rxsize), arena_ring_size(q->txsize));
+		if (!s) {
+			rep.status = -ENOBUFS;
+			break;
+		}
+		s->local = q->local;
+		rep.status = hsock_connect(h, s, &q->addr);
+		if (rep.status) {
+			hsock_release(h, s, 1);
+			break;
+		}
+		goto hold;
+	case MSG_ACCEPT: {
+		struct hsock *ls = hsock_get(h, pr->pool, q->slot, q->gen);
+		if (!ls || !proc_holds(pr, ls->sid) || ls->state != HS_LISTENING) {
+			rep.status = -EBADF;
+			break;
+		}
+		rep.status = hsock_accept(h, ls, &s);
+		if (rep.status)
+			break;
+		goto hold;
+	}
+	case MSG_RELEASE:
+		s = hsock_get(h, pr->pool, q->slot, q->gen);
+		if (!s || !proc_drop(pr, s->sid)) {
+			rep.status = -EBADF;
+			break;
+		}
+		if (--s->nholders == 0)
+			hsock_release(h, s, 0);
+		break;
+	case MSG_SHUTDOWN:
+		s = hsock_get(h, pr->pool, q->slot, q->gen);
+		if (!s || !proc_holds(pr, s->sid)) {
+			rep.status = -EBADF;
+			break;
+		}
+		if (s->state != HS_ESTABLISHED) {
+			rep.status = -ENOTCONN;
+			break;
+		}
+		if (q->arg == SHUT_WR || q->arg == SHUT_RDWR)
+			hsock_shutdown_wr(h, s);
+		break;
+	case MSG_STAT:
+		pr->stat_only = 1;
+		do_stat(h, pr, q->arg);
+		shutdown(pr->fd, SHUT_WR); /* the reader stops at end of file */
+		reply = 0;
+		break;
+	default:
+		rep.status = -EINVAL;
+	}
+	goto out;
+hold:
+	if (proc_hold(pr, s->sid) < 0) {
+		hsock_release(h, s, 1);
+		rep.status = -ENOMEM;
+		goto out;
+	}
+	s->nholders++;
+	rep.slot = s->slot;
+	rep.gen = s->gen;
+out:
+	if (rfd >= 0)
+		close(rfd);
+	if (reply && send_reply(pr->fd, &rep, fds, nfds) < 0)
+		log_debug("process %d: reply lost: %s", (int)pr->pid, strerror(errno));
+}
+
+static void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct proc *pr = (struct proc *)ev;
+	struct msg_req q;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = &q, .iov_len = sizeof(q)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+	int rfd = -1;
+	(void)events;
+
+	n = recvmsg(pr->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
+	if (n <= 0 || pr->stat_only) {
+		if (rfd >= 0)
+			close(rfd);
+		proc_free(h, pr);
+		return;
+	}
+	if (n != sizeof(q) || q.op == 0 || q.op > MSG_MAX || (m.msg_flags & MSG_CTRUNC)) {
+		log_warn("process %d: malformed request, dropping it", (int)pr->pid);
+		if (rfd >= 0)
+			close(rfd);
+		proc_free(h, pr);
+		return;
+	}
+	proc_request(h, pr, &q, rfd);
+}
+
+static void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	(void)ev;
+	(void)events;
+	for (;;) {
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		struct proc *pr;
+		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		pr = calloc(1, sizeof(*pr));
+		if (!pr || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+			free(pr);
+			close(fd);
+			continue;
+		}
+		pr->fd = fd;
+		pr->pid = cr.pid;
+		pr->uid = cr.uid;
+		pr->ev.fn = proc_event;
+		if (hub_watch(h, fd, EPOLLIN | EPOLLRDHUP, &pr->ev) < 0) {
+			close(fd);
+			free(pr);
+			continue;
+		}
+		pr->next = h->procs;
+		h->procs = pr;
+	}
+}
+
+/* ---- links, for the transports ---- */
+
+static struct link *link_alloc(struct hub *h, struct xport *xp)
+{
+	struct link *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->ctl_bufs = calloc(HUB_CTL_RECVS, WIRE_CTL_LEN);
+	if (!l->ctl_bufs) {
+		free(l);
+		return NULL;
+	}
+	l->id = ++h->next_link_id;
+	l->xp = xp;
+	l->next = h->links;
+	h->links = l;
+	return l;
+}
+
+struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer)
+{
+	struct link *l = link_alloc(h, &h->soft);
+	if (!l)
+		return NULL;
+	l->outgoing = 1;
+	l->state = LINK_CONNECTING;
+	l->peer_addr = *peer;
+	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
+	if (h->soft.ops->link_connect(&h->soft, l, peer) < 0) {
+		hub_link_fail(l, "cannot start the link");
+		return NULL;
+	}
+	return l;
+}
+
+struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
+			       const union sockaddr_any *local)
+{
+	struct link *l = link_alloc(h, xp);
+	if (!l)
+		return NULL;
+	l->state = LINK_CONNECTING;
+	l->peer_addr = *peer;
+	l->local_addr = *local;
+	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
+	return l;
+}
+
+void hub_link_up(struct link *l, uint64_t peer_node)
+{
+	struct hub *h = the_hub;
+	l->peer_node = peer_node;
+	l->state = LINK_UP;
+	for (uint32_t i = 0; i < HUB_CTL_RECVS; i++)
+		l->xp->ops->post_recv(l, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+	log_info("link %u up: peer node %016llx (%s)", l->id, (unsigned long long)peer_node,
+		 l->outgoing ? "outgoing" : "incoming");
+	/* connections that waited for the link */
+	for (uint32_t sid = 1; sid < h->next_sid + 1 && sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			hsock_connect(h, s, NULL);
+	}
+}
+
+void hub_link_fail(struct link *l, const char *why)
+{
+	struct hub *h = the_hub;
+	struct link **pp;
+	if (l->state == LINK_UP) {
+		log_warn("link %u to node %016llx dropped: %s", l->id, (unsigned long long)l->peer_node, why);
+		h->links_dropped++;
+	} else {
+		log_info("link %u not established: %s", l->id, why);
+	}
+	l->xp->ops->link_close(l);
+	hub_link_gone(h, l);
+	l->state = LINK_DOWN;
+	for (pp = &h->links; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	free(l->txwait);
+	l->txwait = NULL;
+	l->ntxwait = 0;
+	hub_defer_free(h, l->ctl_bufs);
+	hub_defer_free(h, l);
+}
+
+void hub_link_writable(struct link *l)
+{
+	struct hub *h = the_hub;
+	uint32_t n = l->ntxwait;
+	uint32_t *w = l->txwait;
+	l->txwait = NULL;
+	l->ntxwait = l->txwait_cap = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct hsock *s = h->socks[w[i]];
+		if (s) {
+			s->on_txwait = 0;
+			hsock_tx(h, s);
+		}
+	}
+	free(w);
+}
+
+static void check_deadlines(struct hub *h)
+{
+	uint64_t now = hub_now_ms();
+	struct link *l, *next;
+	for (l = h->links; l; l = next) {
+		next = l->next;
+		if (l->state == LINK_CONNECTING && now > l->deadline_ms)
+			hub_link_fail(l, "connect timed out");
+	}
+}
+
+/* ---- main ---- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (the_hub)
+		the_hub->stop = 1;
+}
+
+static int hub_listen_unix(struct hub *h)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(HUB_SOCK_NAME);
+	memcpy(a.sun_path + 1, HUB_SOCK_NAME, strlen(HUB_SOCK_NAME));
+	h->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (h->lfd < 0)
+		return -1;
+	if (bind(h->lfd, (struct sockaddr *)&a, len) < 0 || listen(h->lfd, 4096) < 0)
+		return -1;
+	h->lev.fn = hub_accept_proc;
+	return hub_watch(h, h->lfd, EPOLLIN, &h->lev);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: rshared [--port PORT] [--daemon]\n");
+}
+
+int hub_main(int argc, char **argv)
+{
+	struct hub *h = calloc(1, sizeof(*h));
+	int daemon_mode = 0;
+	const char *ps = getenv("RSHARE_PORT");
+	long port = ps ? atol(ps) : HUB_DEFAULT_PORT;
+	struct rlimit rl;
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	log_init("rshared", LOG_LVL_WARN);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--port") && i + 1 < argc)
+			port = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--daemon"))
+			daemon_mode = 1;
+		else {
+			usage();
+			return 2;
+		}
+	}
+	if (port <= 0 || port > 65535) {
+		fprintf(stderr, "rshared: bad port\n");
+		return 2;
+	}
+	if (!h)
+		return 1;
+	the_hub = h;
+	h->port = (uint16_t)port;
+	h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
+	h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
+	h->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!h->socks || !h->gens || h->epfd < 0)
+		return 1;
+	while (!h->node_id)
+		if (getrandom(&h->node_id, sizeof(h->node_id), 0) < 0)
+			return 1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (hub_listen_unix(h) < 0) {
+		if (errno == EADDRINUSE) {
+			if (!daemon_mode)
+				fprintf(stderr, "rshared: a hub already runs in this network namespace\n");
+			return daemon_mode ? 0 : 1;
+		}
+		fprintf(stderr, "rshared: cannot listen for processes: %s\n", strerror(errno));
+		return 1;
+	}
+	h->soft.ops = &xport_soft_ops;
+	if (h->soft.ops->init(&h->soft, h, h->port) < 0) {
+		fprintf(stderr, "rshared: cannot listen for peer hubs on port %u: %s\n", h->port,
+			strerror(errno));
+		return 1;
+	}
+	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
+
+	while (!h->stop) {
+		struct epoll_event evs[64];
+		struct xwc wc[64];
+		int n, rang = 0, busy;
+		do {
+			busy = 0;
+			for (struct pool *p = h->pools; p; p = p->next)
+				busy |= pool_doorbells(h, p);
+			while ((n = h->soft.ops->poll_cq(&h->soft, wc, 64)) > 0) {
+				for (int i = 0; i < n; i++)
+					hub_route(h, &wc[i]);
+				busy = 1;
+			}
+		} while (busy);
+		set_sleeping(h, 1);
+		for (struct pool *p = h->pools; p && !rang; p = p->next) {
+			struct arena_hdr *ah = p->base;
+			for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS && !rang; w++)
+				rang = atomic_load(&ah->doorbell[w]) != 0;
+		}
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, 500);
+		set_sleeping(h, 0);
+		for (int i = 0; i < n; i++) {
+			struct hub_ev *ev = evs[i].data.ptr;
+			ev->fn(h, ev, evs[i].events);
+		}
+		check_deadlines(h);
+		pools_sweep(h);
+		for (uint32_t i = 0; i < h->ngarbage; i++)
+			free(h->garbage[i]);
+		h->ngarbage = 0;
+	}
+	log_info("hub stopping");
+	return 0;
+}

@@ -1,0 +1,184 @@
+/*
+ * hub.h - the hub: one process per node that owns every link, every pool's
+ * arena and the single completion poller.
+ *
+ * hub.c holds the event loop, processes and pools; hub_sock.c the socket
+ * state machine (connect, accept, data, credits, FIN, reset) and completion
+ * routing; hub_stat.c the `rshare stat` report.  Transports call the
+ * hub_link_* and hub_rx_target functions declared here.
+ */
+#ifndef RSHARE_HUB_H
+#define RSHARE_HUB_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arena.h"
+#include "frame.h"
+#include "xport.h"
+
+#define HUB_DEFAULT_PORT 18515
+#define HUB_LINK_CONNECT_MS 3000
+#define HUB_CTL_RECVS 256 /* control receives posted per link */
+
+struct hub;
+
+/* An epoll registration: data.ptr of every event points at one of these. */
+struct hub_ev {
+	void (*fn)(struct hub *h, struct hub_ev *ev, uint32_t events);
+};
+
+struct pool {
+	uint64_t id;
+	int memfd, evfd;
+	struct hub_ev ev;
+	void *base;
+	uint64_t bytes;
+	struct arena_alloc *alloc;
+	uint32_t nprocs, nsocks;
+	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
+	struct pool *next;
+};
+
+struct proc {
+	struct hub_ev ev;
+	int fd;
+	pid_t pid;        /* 0 until a forked child says who it is */
+	uid_t uid;
+	uint64_t token;
+	int stat_only;
+	struct pool *pool;
+	uint32_t *socks;  /* hub socket ids this process holds */
+	uint32_t nsocks, cap;
+	struct proc *next;
+};
+
+enum link_state { LINK_CONNECTING = 1, LINK_UP, LINK_DOWN };
+
+struct link {
+	uint32_t id;
+	struct xport *xp;
+	void *xpriv;
+	enum link_state state;
+	int outgoing;
+	uint64_t peer_node;
+	union sockaddr_any peer_addr;  /* the peer hub's address */
+	union sockaddr_any local_addr; /* our end of the link */
+	uint64_t deadline_ms;          /* connect deadline */
+	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */
+	uint32_t *txwait;              /* sockets waiting for room on the link */
+	uint32_t ntxwait, txwait_cap;
+	uint32_t conns;
+	uint64_t conns_total, bytes_tx, bytes_rx, msgs_tx, msgs_rx, cq_send, cq_recv;
+	struct link *next;
+};
+
+enum hsock_state {
+	HS_CONNECTING = 1,
+	HS_ESTABLISHED,
+	HS_LISTENING,
+	HS_FALLBACK,
+	HS_CLOSED,   /* reset or refused; waits for its holders to release it */
+	HS_LINGER,   /* released with FIN sent; remembers its peer until the peer's FIN */
+};
+
+struct pending_conn { /* a CONNECT waiting for backlog room */
+	struct link *link;
+	struct wire_ctl ctl;
+};
+
+struct hsock {
+	uint32_t sid, gen;
+	enum hsock_state state;
+	struct pool *pool;          /* NULL once the slot is given back (LINGER) */
+	uint32_t slot;
+	struct arena_slot *as;
+	uint32_t nholders;
+	struct link *link;
+	uint32_t peer;              /* peer socket, imm form */
+	uint64_t rx_off, rx_size, tx_off, tx_size;
+	uint64_t rx_tail;           /* next byte position expected from the peer */
+	uint64_t tx_posted, tx_done;
+	uint64_t peer_head;         /* credit: peer's ring head as last reported */
+	uint32_t peer_ring;
+	uint64_t credit_sent;
+	uint64_t fin_at;            /* tx position after which FIN goes out */
+	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
+	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
+		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1;
+	union sockaddr_any local, peer_addr;
+	/* listener */
+	uint16_t lport;
+	int backlog, evfd;
+	uint32_t *q;                /* accepted, not yet accept()ed */
+	uint32_t qlen, qcap;
+	struct pending_conn *pend;
+	uint32_t npend, pend_cap;
+	uint32_t listener;          /* accepted socket: its listener while queued */
+	/* stats */
+	uint64_t bytes_tx, bytes_rx, cq_send, cq_recv;
+};
+
+struct hub {
+	int epfd, lfd;
+	struct hub_ev lev;
+	uint64_t node_id;
+	uint16_t port;
+	struct xport soft;
+	struct pool *pools;
+	struct proc *procs;
+	struct link *links;
+	uint32_t next_link_id;
+	uint64_t next_pool_id;
+	struct hsock **socks;       /* TAG_MAX_SOCKS entries */
+	uint32_t *gens;
+	uint32_t next_sid, nsocks;
+	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
+	uint32_t *listeners;        /* sids of listening sockets */
+	uint32_t nlisteners, listeners_cap;
+	void **garbage;             /* freed after the current batch of events */
+	uint32_t ngarbage, garbage_cap;
+	volatile int stop;
+};
+
+int hub_main(int argc, char **argv);
+
+/* event loop */
+int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
+int hub_rewatch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
+void hub_unwatch(struct hub *h, int fd);
+uint64_t hub_now_ms(void);
+void hub_defer_free(struct hub *h, void *p);
+void pool_maybe_free(struct hub *h, struct pool *p);
+struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer);
+extern struct hub *the_hub;
+
+/* called by transports */
+struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
+			       const union sockaddr_any *local);
+void hub_link_up(struct link *l, uint64_t peer_node);
+void hub_link_fail(struct link *l, const char *why);
+void hub_link_writable(struct link *l);
+/* Where does the payload of an incoming write go?  iov count, 0 to discard,
+ * -1 when the write breaks the protocol (the link is then dropped). */
+int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
+
+/* hub_sock.c */
+struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);
+struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen);
+void hsock_wake(struct hsock *s);
+void hsock_release(struct hub *h, struct hsock *s, int abort);
+int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst);
+int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);
+void hsock_shutdown_wr(struct hub *h, struct hsock *s);
+void hsock_tx(struct hub *h, struct hsock *s);
+void hsock_credit(struct hub *h, struct hsock *s);
+void hub_route(struct hub *h, const struct xwc *wc);
+void hub_link_gone(struct hub *h, struct link *l);
+void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len);
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
+
+/* hub_stat.c */
+char *hub_stat(struct hub *h, int json, size_t *len);
+
+#endif

@@ -1,0 +1,875 @@
+/*
+ * hub_sock.c - the socket state machine in the hub, and completion routing.
+ *
+ * A hub socket (struct hsock) is the hub's private truth about one rshare
+ * socket: its slot in a pool's arena, its ring geometry, its link and peer,
+ * its credit window.  Connection set-up is one round trip on an existing
+ * link (CONNECT -> ACCEPT or REFUSE); data is posted as writes with
+ * immediate straight from the tx ring, within the peer's credit; every
+ * completion comes back through hub_route(), which finds the owner by the
+ * tag in wr_id or imm and drops it when the generation has moved on.
+ *
+ * Close: the last holder's release sends what is left, then FIN (or RESET
+ * when unread data would be lost, or when the holder died); the slot goes
+ * back to the pool once the FIN completed, and the record lingers until
+ * the peer's FIN so that late data can be answered with RESET.
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sys.h"
+#include "tag.h"
+
+#define WR_CTL (1ull << 63) /* wr_id bit: a control send */
+
+/* ---- allocation ---- */
+
+static uint32_t sid_alloc(struct hub *h)
+{
+	for (uint32_t n = 0; n < TAG_MAX_SOCKS; n++) {
+		uint32_t sid = h->next_sid + 1 + n;
+		sid %= TAG_MAX_SOCKS;
+		if (sid && !h->socks[sid]) {
+			h->next_sid = sid;
+			return sid;
+		}
+	}
+	return 0;
+}
+
+static uint32_t slot_alloc(struct pool *p)
+{
+	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
+		if (!p->slot_sid[i])
+			return i;
+	return UINT32_MAX;
+}
+
+static void mutex_init_robust(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize)
+{
+	struct hsock *s;
+	struct arena_slot *as;
+	uint32_t slot = slot_alloc(p), sid;
+	if (slot == UINT32_MAX)
+		return NULL;
+	sid = sid_alloc(h);
+	if (!sid)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (rxsize && !(s->rx_off = arena_alloc(p->alloc, rxsize)))
+		goto fail;
+	if (txsize && !(s->tx_off = arena_alloc(p->alloc, txsize)))
+		goto fail;
+	s->rx_size = rxsize;
+	s->tx_size = txsize;
+	s->sid = sid;
+	s->gen = ++h->gens[sid];
+	s->pool = p;
+	s->slot = slot;
+	s->evfd = -1;
+	s->as = as = arena_slot(p->base, slot);
+	/* the slot is free: no process maps it as a socket, so plain stores do */
+	atomic_store(&as->state, SLOT_FREE);
+	atomic_store(&as->error, 0);
+	atomic_store(&as->flags, 0);
+	atomic_store(&as->pending_ops, 0);
+	atomic_store(&as->acceptq, 0);
+	atomic_store(&as->rx.head, 0);
+	atomic_store(&as->rx.tail, 0);
+	atomic_store(&as->tx.head, 0);
+	atomic_store(&as->tx.tail, 0);
+	atomic_store(&as->rx_credit_mark, 0);
+	as->rx.off = s->rx_off;
+	as->rx.size = rxsize;
+	as->tx.off = s->tx_off;
+	as->tx.size = txsize;
+	memset(&as->local, 0, sizeof(as->local));
+	memset(&as->peer, 0, sizeof(as->peer));
+	mutex_init_robust(&as->rx_lock);
+	mutex_init_robust(&as->tx_lock);
+	as->gen = s->gen;
+	p->slot_sid[slot] = sid;
+	p->nsocks++;
+	h->socks[sid] = s;
+	h->nsocks++;
+	return s;
+fail:
+	if (s->rx_off)
+		arena_release(p->alloc, s->rx_off, rxsize);
+	free(s);
+	return NULL;
+}
+
+struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen)
+{
+	struct hsock *s;
+	if (!p || slot >= ARENA_MAX_SLOTS || !p->slot_sid[slot])
+		return NULL;
+	s = h->socks[p->slot_sid[slot]];
+	return s && s->gen == gen ? s : NULL;
+}
+
+static struct hsock *by_imm(struct hub *h, uint32_t imm)
+{
+	uint32_t sid = tag_imm_sid(imm);
+	struct hsock *s = sid ? h->socks[sid] : NULL;
+	return s && tag_imm_live(imm, s->gen) ? s : NULL;
+}
+
+static void uncount(struct hsock *s)
+{
+	if (s->counted && s->link)
+		s->link->conns--;
+	s->counted = 0;
+}
+
+/* Give the slot and its rings back to the pool; the record may live on. */
+static void slot_release(struct hub *h, struct hsock *s)
+{
+	struct pool *p = s->pool;
+	if (!p)
+		return;
+	if (s->rx_off)
+		arena_release(p->alloc, s->rx_off, s->rx_size);
+	if (s->tx_off)
+		arena_release(p->alloc, s->tx_off, s->tx_size);
+	s->rx_off = s->tx_off = 0;
+	atomic_store(&s->as->state, SLOT_FREE);
+	s->as->gen = s->gen + 1;
+	p->slot_sid[s->slot] = 0;
+	p->nsocks--;
+	s->pool = NULL;
+	s->as = NULL;
+	(void)h;
+}
+
+static void listener_forget(struct hub *h, struct hsock *s)
+{
+	for (uint32_t i = 0; i < h->nlisteners; i++)
+		if (h->listeners[i] == s->sid) {
+			h->listeners[i] = h->listeners[--h->nlisteners];
+			break;
+		}
+}
+
+static void hsock_free(struct hub *h, struct hsock *s)
+{
+	struct pool *p = s->pool;
+	uncount(s);
+	if (s->state == HS_LISTENING)
+		listener_forget(h, s);
+	slot_release(h, s);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	free(s->q);
+	free(s->pend);
+	h->socks[s->sid] = NULL;
+	h->nsocks--;
+	free(s);
+	if (p)
+		pool_maybe_free(h, p);
+}
+
+/* ---- waking processes ---- */
+
+void hsock_wake(struct hsock *s)
+{
+	struct arena_slot *as = s->as;
+	if (!as)
+		return;
+	atomic_fetch_add_explicit(&as->wake_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&as->waiters, memory_order_seq_cst))
+		sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+	if (s->evfd >= 0) {
+		uint64_t one = 1;
+		if (write(s->evfd, &one, sizeof(one)) < 0) {
+			/* counter saturated: waiters are awake anyway */
+		}
+	}
+}
+
+static void set_closed(struct hsock *s, int err)
+{
+	uncount(s);
+	s->state = HS_CLOSED;
+	if (s->as) {
+		atomic_store(&s->as->error, err);
+		atomic_store(&s->as->state, SLOT_CLOSED);
+	}
+	hsock_wake(s);
+}
+
+/* ---- control messages out ---- */
+
+static int send_ctl(struct link *l, struct wire_ctl *c, uint64_t wr_id)
+{
+	uint8_t buf[WIRE_CTL_LEN];
+	wire_ctl_encode(c, buf);
+	l->msgs_tx++;
+	return l->xp->ops->post_send(l, wr_id | WR_CTL, buf, WIRE_CTL_LEN);
+}
+
+static void send_simple(struct link *l, uint8_t op, uint32_t dst, uint32_t src, uint64_t wr_id)
+{
+	struct wire_ctl c = {.op = op, .dst = dst, .src = src};
+	if (l && l->state == LINK_UP)
+		send_ctl(l, &c, wr_id);
+}
+
+static void send_reset(struct hsock *s)
+{
+	if (s->link && s->peer)
+		send_simple(s->link, CTL_RESET, s->peer, tag_imm(s->sid, s->gen), 0);
+}
+
+/* ---- connect / listen / accept ---- */
+
+static int same_ip(const union sockaddr_any *a, const union sockaddr_any *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return 0;
+	if (a->sa.sa_family == AF_INET)
+		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+	return !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16);
+}
+
+static int is_any(const union sockaddr_any *a)
+{
+	if (a->sa.sa_family == AF_INET)
+		return a->in.sin_addr.s_addr == 0;
+	if (a->sa.sa_family == AF_INET6) {
+		static const struct in6_addr any = IN6ADDR_ANY_INIT;
+		return !memcmp(&a->in6.sin6_addr, &any, 16);
+	}
+	return 1;
+}
+
+static uint16_t port_of(const union sockaddr_any *a)
+{
+	return ntohs(a->sa.sa_family == AF_INET6 ? a->in6.sin6_port : a->in.sin_port);
+}
+
+static void set_port(union sockaddr_any *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
+	else
+		a->in.sin_port = htons(port);
+}
+
+static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
+{
+	union sockaddr_any hub_addr = *dst;
+	for (struct link *l = h->links; l; l = l->next)
+		if (l->state != LINK_DOWN && same_ip(&l->peer_addr, dst))
+			return l;
+	set_port(&hub_addr, h->port);
+	return hub_link_new_outgoing(h, &hub_addr);
+}
+
+int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT};
+	union sockaddr_any src;
+	if (dst) {
+		union sockaddr_any d = *dst;
+		wire_addr_unmap(&d);
+		if (d.sa.sa_family != AF_INET && d.sa.sa_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		s->peer_addr = *dst;
+		s->state = HS_CONNECTING;
+		atomic_store(&s->as->state, SLOT_CONNECTING);
+		s->link = link_for(h, &d);
+		if (!s->link) {
+			/* no way to reach a hub there: the process uses kernel TCP */
+			s->state = HS_FALLBACK;
+			atomic_store(&s->as->state, SLOT_FALLBACK);
+			h->fallback_connects++;
+			return 0;
+		}
+		if (s->link->state != LINK_UP)
+			return 0; /* hub_link_up() comes back here */
+	}
+	{
+		union sockaddr_any d = s->peer_addr;
+		wire_addr_unmap(&d);
+		wire_addr_put(c.addr_a, &c.family, &c.port, &d);
+	}
+	src = s->local;
+	wire_addr_unmap(&src);
+	if (is_any(&src) || src.sa.sa_family != c.family) {
+		uint16_t port = port_of(&s->local);
+		src = s->link->local_addr;
+		set_port(&src, port);
+	}
+	{
+		uint8_t fam;
+		wire_addr_put(c.addr_b, &fam, &c.src_port, &src);
+		if (fam != c.family) {
+			/* mixed families on one link cannot name the source: leave it empty */
+			memset(c.addr_b, 0, sizeof(c.addr_b));
+		}
+	}
+	/* what getsockname() shows: the link's address and the reserved port */
+	if (s->local.sa.sa_family == AF_INET6 && src.sa.sa_family == AF_INET) {
+		s->as->local.in6.sin6_family = AF_INET6;
+		s->as->local.in6.sin6_port = src.in.sin_port;
+		s->as->local.in6.sin6_addr.s6_addr[10] = 0xff;
+		s->as->local.in6.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&s->as->local.in6.sin6_addr.s6_addr[12], &src.in.sin_addr, 4);
+	} else {
+		s->as->local = src;
+	}
+	s->as->peer = s->peer_addr;
+	c.src = tag_imm(s->sid, s->gen);
+	c.ring = (uint32_t)s->rx_size;
+	s->connect_sent = 1;
+	send_ctl(s->link, &c, tag_make(s->sid, s->gen));
+	return 0;
+}
+
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd)
+{
+	if (h->nlisteners == h->listeners_cap) {
+		uint32_t cap = h->listeners_cap ? h->listeners_cap * 2 : 16;
+		uint32_t *n = realloc(h->listeners, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		h->listeners = n;
+		h->listeners_cap = cap;
+	}
+	h->listeners[h->nlisteners++] = s->sid;
+	if (backlog < 0)
+		backlog = 0;
+	if (backlog > 4096)
+		backlog = 4096;
+	s->backlog = backlog + 1; /* as the kernel: backlog + 1 complete connections */
+	s->lport = port_of(addr);
+	s->local = *addr;
+	s->evfd = evfd;
+	s->state = HS_LISTENING;
+	atomic_store(&s->as->state, SLOT_LISTENING);
+	s->as->local = *addr;
+	log_debug("listener %u on port %u", s->sid, s->lport);
+	return 0;
+}
+
+static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
+{
+	union sockaddr_any dst;
+	wire_addr_get(&dst, c->family, c->addr_a, c->port);
+	for (uint32_t i = 0; i < h->nlisteners; i++) {
+		struct hsock *ls = h->socks[h->listeners[i]];
+		union sockaddr_any la;
+		if (!ls || ls->lport != c->port)
+			continue;
+		la = ls->local;
+		wire_addr_unmap(&la);
+		if (is_any(&la) || same_ip(&la, &dst))
+			return ls;
+	}
+	return NULL;
+}
+
+static int q_push(struct hsock *ls, uint32_t sid)
+{
+	if (ls->qlen == ls->qcap) {
+		uint32_t cap = ls->qcap ? ls->qcap * 2 : 16;
+		uint32_t *n = realloc(ls->q, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		ls->q = n;
+		ls->qcap = cap;
+	}
+	ls->q[ls->qlen++] = sid;
+	return 0;
+}
+
+/* A CONNECT for a listener with room: the connection is established now,
+ * as the kernel completes the handshake before accept(). */
+static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct wire_ctl *c)
+{
+	struct wire_ctl a = {.op = CTL_ACCEPT, .dst = c->src};
+	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
+	if (!s || q_push(ls, s->sid) < 0) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
+		if (s)
+			hsock_free(h, s);
+		send_ctl(l, &r, 0);
+		return;
+	}
+	s->state = HS_ESTABLISHED;
+	s->link = l;
+	s->peer = c->src;
+	s->peer_ring = c->ring;
+	s->queued = 1;
+	s->listener = ls->sid;
+	s->counted = 1;
+	l->conns++;
+	l->conns_total++;
+	wire_addr_get(&s->local, c->family, c->addr_a, c->port);
+	wire_addr_get(&s->peer_addr, c->family, c->addr_b, c->src_port);
+	if (ls->local.sa.sa_family == AF_INET6 && c->family == AF_INET) {
+		/* an IPv6 listener shows IPv4 peers as mapped addresses */
+		union sockaddr_any *v[2] = {&s->local, &s->peer_addr};
+		for (int i = 0; i < 2; i++) {
+			struct sockaddr_in in = v[i]->in;
+			memset(v[i], 0, sizeof(*v[i]));
+			v[i]->in6.sin6_family = AF_INET6;
+			v[i]->in6.sin6_port = in.sin_port;
+			v[i]->in6.sin6_addr.s6_addr[10] = 0xff;
+			v[i]->in6.sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&v[i]->in6.sin6_addr.s6_addr[12], &in.sin_addr, 4);
+		}
+	}
+	s->as->local = s->local;
+	s->as->peer = s->peer_addr;
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+	a.src = tag_imm(s->sid, s->gen);
+	a.ring = (uint32_t)s->rx_size;
+	send_ctl(l, &a, 0);
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	hsock_wake(ls);
+}
+
+static void on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
+{
+	struct hsock *ls = find_listener(h, c);
+	if (!ls) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_LISTENER};
+		send_ctl(l, &r, 0);
+		return;
+	}
+	if (ls->qlen >= (uint32_t)ls->backlog) {
+		/* full backlog: the connecting side waits, as for a dropped SYN */
+		if (ls->npend == ls->pend_cap) {
+			uint32_t cap = ls->pend_cap ? ls->pend_cap * 2 : 16;
+			struct pending_conn *n = realloc(ls->pend, cap * sizeof(*n));
+			if (!n)
+				return;
+			ls->pend = n;
+			ls->pend_cap = cap;
+		}
+		ls->pend[ls->npend].link = l;
+		ls->pend[ls->npend].ctl = *c;
+		ls->npend++;
+		return;
+	}
+	admit(h, l, ls, c);
+}
+
+int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
+{
+	struct hsock *s;
+	if (!ls->qlen)
+		return -EAGAIN;
+	s = h->socks[ls->q[0]];
+	memmove(ls->q, ls->q + 1, (ls->qlen - 1) * sizeof(*ls->q));
+	ls->qlen--;
+	if (ls->npend && ls->qlen < (uint32_t)ls->backlog) {
+		struct pending_conn pc = ls->pend[0];
+		memmove(ls->pend, ls->pend + 1, (ls->npend - 1) * sizeof(*ls->pend));
+		ls->npend--;
+		admit(h, pc.link, ls, &pc.ctl);
+	}
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	if (!s)
+		return -EAGAIN;
+	s->queued = 0;
+	s->listener = 0;
+	*out = s;
+	return 0;
+}
+
+/* ---- data ---- */
+
+static void txwait(struct hsock *s)
+{
+	struct link *l = s->link;
+	if (s->on_txwait)
+		return;
+	if (l->ntxwait == l->txwait_cap) {
+		uint32_t cap = l->txwait_cap ? l->txwait_cap * 2 : 16;
+		uint32_t *n = realloc(l->txwait, cap * sizeof(*n));
+		if (!n)
+			return;
+		l->txwait = n;
+		l->txwait_cap = cap;
+	}
+	l->txwait[l->ntxwait++] = s->sid;
+	s->on_txwait = 1;
+}
+
+static void abort_sock(struct hub *h, struct hsock *s, const char *why)
+{
+	log_warn("socket %u: %s: reset", s->sid, why);
+	send_reset(s);
+	if (s->nholders || s->queued)
+		set_closed(s, ECONNRESET);
+	else
+		hsock_free(h, s);
+}
+
+static void maybe_finish_close(struct hub *h, struct hsock *s)
+{
+	if (!s->closing || !s->fin_done || s->tx_done != s->fin_at)
+		return;
+	uncount(s);
+	slot_release(h, s);
+	if (s->rx_fin || !s->link) {
+		hsock_free(h, s);
+		return;
+	}
+	s->state = HS_LINGER;
+}
+
+void hsock_tx(struct hub *h, struct hsock *s)
+{
+	struct link *l = s->link;
+	uint64_t tail;
+	uint8_t *base;
+	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || !s->as)
+		return;
+	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
+	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail - s->tx_done < s->tx_posted - s->tx_done) {
+		abort_sock(h, s, "process wrote an impossible tx tail");
+		return;
+	}
+	base = arena_bytes(s->pool->base, s->tx_off);
+	while (s->tx_posted < tail) {
+		uint64_t win = s->peer_head + s->peer_ring - s->tx_posted;
+		uint64_t n = tail - s->tx_posted;
+		struct iovec iov[2];
+		int c, r;
+		if (!win)
+			break; /* CREDIT resumes */
+		if (n > win)
+			n = win;
+		if (n > WIRE_MAX_WRITE)
+			n = WIRE_MAX_WRITE;
+		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
+		r = l->xp->ops->post_write_imm(l, tag_make(s->sid, s->gen), iov, c, s->tx_posted, 0,
+					       s->peer);
+		if (r == -EAGAIN) {
+			txwait(s);
+			return;
+		}
+		if (r < 0) {
+			hub_link_fail(l, "post failed");
+			return;
+		}
+		s->tx_posted += n;
+		l->msgs_tx++;
+	}
+	if (s->fin_pending && !s->fin_sent && s->tx_posted == s->fin_at) {
+		struct wire_ctl c = {.op = CTL_FIN, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+		s->fin_sent = 1;
+		send_ctl(l, &c, tag_make(s->sid, s->gen));
+	}
+}
+
+void hsock_credit(struct hub *h, struct hsock *s)
+{
+	uint64_t head;
+	struct wire_ctl c = {.op = CTL_CREDIT};
+	(void)h;
+	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP)
+		return;
+	head = ring_load(&s->as->rx.head);
+	if (!ring_sane(head, s->rx_tail, s->rx_size) || head <= s->credit_sent)
+		return; /* nothing new, or a process scribbling on its own ring */
+	s->credit_sent = head;
+	c.dst = s->peer;
+	c.src = tag_imm(s->sid, s->gen);
+	c.val = head;
+	send_ctl(s->link, &c, 0);
+}
+
+void hsock_shutdown_wr(struct hub *h, struct hsock *s)
+{
+	uint64_t tail;
+	if (s->fin_pending)
+		return;
+	tail = ring_load(&s->as->tx.tail);
+	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail < s->tx_posted)
+		tail = s->tx_posted;
+	s->fin_pending = 1;
+	s->fin_at = tail;
+	hsock_tx(h, s);
+}
+
+void hsock_release(struct hub *h, struct hsock *s, int abort)
+{
+	switch (s->state) {
+	case HS_LISTENING:
+		for (uint32_t i = 0; i < s->qlen; i++) {
+			struct hsock *q = h->socks[s->q[i]];
+			if (q) {
+				send_reset(q);
+				hsock_free(h, q);
+			}
+		}
+		s->qlen = 0;
+		for (uint32_t i = 0; i < s->npend; i++) {
+			struct wire_ctl r = {.op = CTL_REFUSE, .dst = s->pend[i].ctl.src,
+					     .reason = REFUSE_NO_LISTENER};
+			if (s->pend[i].link->state == LINK_UP)
+				send_ctl(s->pend[i].link, &r, 0);
+		}
+		s->npend = 0;
+		hsock_free(h, s);
+		return;
+	case HS_ESTABLISHED: {
+		uint64_t head = ring_load(&s->as->rx.head);
+		if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
+			if (s->link)
+				log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
+			send_reset(s);
+			hsock_free(h, s);
+			return;
+		}
+		s->closing = 1;
+		if (!s->fin_pending)
+			hsock_shutdown_wr(h, s);
+		maybe_finish_close(h, s);
+		return;
+	}
+	default:
+		hsock_free(h, s);
+	}
+}
+
+/* ---- incoming ---- */
+
+int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+{
+	struct hub *h = the_hub;
+	struct hsock *s = by_imm(h, imm);
+	if (!s) {
+		h->stale_dropped++;
+		return 0;
+	}
+	if (s->link != l)
+		return -1;
+	if (s->state == HS_LINGER || s->closing) {
+		/* data after our close: the kernel answers with RST */
+		send_reset(s);
+		hsock_free(h, s);
+		return 0;
+	}
+	if (s->state != HS_ESTABLISHED || !s->as)
+		return 0;
+	if (raddr != s->rx_expect || raddr + len > s->credit_sent + s->rx_size)
+		return -1; /* out of order or beyond the credit we gave */
+	s->rx_expect += len;
+	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
+}
+
+void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
+{
+	struct wire_ctl c;
+	const char *why;
+	struct hsock *s;
+	if (wire_ctl_decode(buf, len, &c, &why) < 0) {
+		h->malformed++;
+		hub_link_fail(l, why);
+		return;
+	}
+	l->msgs_rx++;
+	if (c.op == CTL_CONNECT) {
+		on_connect(h, l, &c);
+		return;
+	}
+	s = by_imm(h, c.dst);
+	if (!s || s->link != l) {
+		h->stale_dropped++;
+		if (c.op == CTL_ACCEPT)
+			send_simple(l, CTL_RESET, c.src, 0, 0);
+		return;
+	}
+	switch (c.op) {
+	case CTL_ACCEPT:
+		if (s->state != HS_CONNECTING) {
+			send_simple(l, CTL_RESET, c.src, 0, 0);
+			return;
+		}
+		s->state = HS_ESTABLISHED;
+		s->peer = c.src;
+		s->peer_ring = c.ring;
+		s->counted = 1;
+		l->conns++;
+		l->conns_total++;
+		atomic_store(&s->as->state, SLOT_ESTABLISHED);
+		hsock_wake(s);
+		hsock_tx(h, s);
+		break;
+	case CTL_REFUSE:
+		if (s->state != HS_CONNECTING)
+			return;
+		s->state = HS_FALLBACK;
+		h->fallback_connects++;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		hsock_wake(s);
+		break;
+	case CTL_FIN:
+		s->rx_fin = 1;
+		if (s->state == HS_LINGER) {
+			hsock_free(h, s);
+			return;
+		}
+		if (s->as)
+			atomic_fetch_or(&s->as->flags, SLOTF_RX_FIN);
+		hsock_wake(s);
+		maybe_finish_close(h, s);
+		break;
+	case CTL_RESET:
+		s->peer = 0; /* nothing to answer */
+		if (s->state == HS_LINGER || (s->closing && !s->nholders)) {
+			hsock_free(h, s);
+			return;
+		}
+		if (s->state == HS_ESTABLISHED || s->state == HS_CONNECTING)
+			set_closed(s, s->state == HS_CONNECTING ? ECONNREFUSED
+					 : s->rx_fin ? EPIPE : ECONNRESET);
+		break;
+	case CTL_CREDIT:
+		if (c.val < s->peer_head || c.val > s->tx_posted) {
+			h->malformed++;
+			hub_link_fail(l, "credit beyond what was sent");
+			return;
+		}
+		s->peer_head = c.val;
+		hsock_tx(h, s);
+		break;
+	}
+}
+
+void hub_link_gone(struct hub *h, struct link *l)
+{
+	for (uint32_t i = 0; i < h->nlisteners; i++) {
+		struct hsock *ls = h->socks[h->listeners[i]];
+		uint32_t k = 0;
+		for (uint32_t j = 0; ls && j < ls->npend; j++)
+			if (ls->pend[j].link != l)
+				ls->pend[k++] = ls->pend[j];
+		if (ls)
+			ls->npend = k;
+	}
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (!s || s->link != l)
+			continue;
+		s->peer = 0;
+		switch (s->state) {
+		case HS_CONNECTING:
+			if (!s->connect_sent) {
+				s->state = HS_FALLBACK;
+				h->fallback_connects++;
+				atomic_store(&s->as->state, SLOT_FALLBACK);
+				hsock_wake(s);
+			} else {
+				set_closed(s, ECONNRESET);
+			}
+			break;
+		case HS_ESTABLISHED:
+			if (s->closing && !s->nholders) {
+				hsock_free(h, s);
+				continue;
+			}
+			set_closed(s, ECONNRESET);
+			break;
+		case HS_LINGER:
+			hsock_free(h, s);
+			continue;
+		default:
+			break;
+		}
+		s->link = NULL;
+	}
+}
+
+/* ---- completions ---- */
+
+void hub_route(struct hub *h, const struct xwc *wc)
+{
+	struct hsock *s;
+	if (wc->link && wc->link->state == LINK_DOWN)
+		return;
+	switch (wc->op) {
+	case XWC_WRITE:
+		s = h->socks[tag_sid(wc->wr_id)];
+		if (!s || !tag_live(wc->wr_id, s->gen) || !s->as) {
+			h->stale_dropped++;
+			return;
+		}
+		if (wc->status) {
+			abort_sock(h, s, "write failed");
+			return;
+		}
+		s->tx_done += wc->byte_len;
+		ring_store(&s->as->tx.head, s->tx_done);
+		s->bytes_tx += wc->byte_len;
+		s->cq_send++;
+		wc->link->cq_send++;
+		wc->link->bytes_tx += wc->byte_len;
+		hsock_wake(s);
+		maybe_finish_close(h, s);
+		return;
+	case XWC_SEND:
+		if (!(wc->wr_id & ~WR_CTL))
+			return;
+		s = h->socks[tag_sid(wc->wr_id & ~WR_CTL)];
+		if (!s || !tag_live(wc->wr_id & ~WR_CTL, s->gen))
+			return;
+		if (s->fin_sent && !s->fin_done && s->state == HS_ESTABLISHED) {
+			s->fin_done = s->tx_posted == s->fin_at;
+			maybe_finish_close(h, s);
+		}
+		return;
+	case XWC_RECV_IMM:
+		s = by_imm(h, wc->imm);
+		if (!s || !s->as) {
+			h->stale_dropped++;
+			return;
+		}
+		s->rx_tail += wc->byte_len;
+		ring_store(&s->as->rx.tail, s->rx_tail);
+		s->bytes_rx += wc->byte_len;
+		s->cq_recv++;
+		wc->link->cq_recv++;
+		wc->link->bytes_rx += wc->byte_len;
+		wc->link->msgs_rx++;
+		hsock_wake(s);
+		return;
+	case XWC_RECV: {
+		struct link *l = wc->link;
+		uint32_t i = (uint32_t)wc->wr_id;
+		uint8_t buf[WIRE_CTL_LEN];
+		if (i >= HUB_CTL_RECVS)
+			return;
+		memcpy(buf, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+		l->xp->ops->post_recv(l, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+		hub_ctl_in(h, l, buf, wc->byte_len);
+		return;
+	}
+	}
+}

@@ -1,0 +1,57 @@
+/*
+ * msg.h - requests from a process to its hub.
+ *
+ * Each process holds one SOCK_SEQPACKET connection to the hub of its
+ * network namespace (abstract unix name "rshare-hub").  It carries requests
+ * that need the hub's answer (set up, accept, release a socket); data never
+ * crosses it.  The connection's end tells the hub the process is gone.
+ * Data-path requests go through the arena's doorbell instead.
+ */
+#ifndef RSHARE_MSG_H
+#define RSHARE_MSG_H
+
+#include <stdint.h>
+
+#include "arena.h"
+
+#define HUB_SOCK_NAME "rshare-hub"
+
+enum msg_op {
+	MSG_HELLO = 1,  /* new pool: reply carries the arena memfd and pool eventfd */
+	MSG_FORK,       /* sent on a fresh connection by a process about to fork:
+			   the connection becomes the child's, holding the parent's sockets */
+	MSG_CHILD,      /* first message of the child on that connection: its pid */
+	MSG_LISTEN,     /* addr = bound address, arg = backlog; fd: listener eventfd */
+	MSG_CONNECT,    /* addr = destination, local = reserved local address */
+	MSG_ACCEPT,     /* slot = listener; reply: the new slot */
+	MSG_RELEASE,    /* this process drops its reference (last close here) */
+	MSG_SHUTDOWN,   /* arg = SHUT_RD/SHUT_WR/SHUT_RDWR */
+	MSG_STAT,       /* arg 1: JSON, 0: text; reply: text until the hub closes */
+	MSG_MAX = MSG_STAT
+};
+
+struct msg_req {
+	uint32_t op;
+	uint32_t slot;
+	uint32_t gen;
+	int32_t pid;
+	int32_t arg;
+	uint32_t rxsize;
+	uint32_t txsize;
+	uint32_t pad;
+	uint64_t token;     /* MSG_FORK: the parent's token */
+	union sockaddr_any addr;
+	union sockaddr_any local;
+};
+
+struct msg_rep {
+	int32_t status;     /* 0 or -errno */
+	uint32_t slot;
+	uint32_t gen;
+	uint32_t pad;
+	uint64_t pool_id;
+	uint64_t arena_bytes;
+	uint64_t token;     /* HELLO: this process's; FORK: the child's */
+};
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * sys.h - raw system calls for code that runs inside the preload library.
+ *
+ * librshare.so defines close(), read(), connect() and friends itself, so a
+ * plain call from core code would land back in the interposer.  Core code
+ * that the library links uses these instead; they go straight to the kernel.
+ */
+#ifndef RSHARE_SYS_H
+#define RSHARE_SYS_H
+
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+static inline ssize_t sys_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
+static inline ssize_t sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
+static inline int sys_socket(int d, int t, int p) { return (int)syscall(SYS_socket, d, t, p); }
+static inline int sys_connect(int fd, const void *a, socklen_t l) { return (int)syscall(SYS_connect, fd, a, l); }
+static inline ssize_t sys_sendmsg(int fd, const struct msghdr *m, int f) { return syscall(SYS_sendmsg, fd, m, f); }
+static inline ssize_t sys_recvmsg(int fd, struct msghdr *m, int f) { return syscall(SYS_recvmsg, fd, m, f); }
+static inline int sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
+
+static inline long sys_futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
+}
+
+#endif

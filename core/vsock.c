@@ -1,0 +1,364 @@
+/*
+ * vsock.c - socket operations on arena slots, in the calling process.
+ *
+ * Data never goes through the hub's connection: send copies into the
+ * slot's tx ring, publishes the tail and rings the doorbell (kicking the
+ * hub only when it sleeps); recv copies out of the rx ring, publishes the
+ * head and, once a quarter of the ring has been consumed, asks the hub to
+ * return credit to the sender.  A thread that must wait sleeps on the
+ * slot's futex word, which the hub bumps on every event; it wakes at least
+ * once a second to check that the hub is still alive.  Concurrent readers
+ * (or writers) of one socket, in any processes of the pool, serialize on
+ * the slot's robust mutex, so each byte goes to exactly one reader.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "client.h"
+#include "sys.h"
+
+static uint8_t proc_refs[ARENA_MAX_SLOTS]; /* descriptors of this process per slot */
+
+static void lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m); /* its owner died mid-copy: the counters were not moved */
+}
+
+/* Wait for the slot's futex word to move past seq.  -EINTR on a signal,
+ * -ECONNRESET when the hub is gone. */
+static int wait_seq(struct arena_slot *as, uint32_t seq)
+{
+	struct timespec ts = {1, 0};
+	long r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, &ts);
+	if (r < 0 && errno == EINTR)
+		return -EINTR;
+	if (r < 0 && errno == ETIMEDOUT && !cl_hub_alive())
+		return -ECONNRESET;
+	return 0;
+}
+
+static void ring_bell(uint32_t slot, uint32_t op)
+{
+	if (arena_ring(cl.arena, slot, op))
+		cl_kick();
+}
+
+int vs_take_error(uint32_t slot)
+{
+	return atomic_exchange(&cl_slot(slot)->error, 0);
+}
+
+void vs_ref(uint32_t slot)
+{
+	if (proc_refs[slot] < UINT8_MAX)
+		proc_refs[slot]++;
+}
+
+int vs_unref(uint32_t slot, uint32_t gen)
+{
+	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen};
+	struct msg_rep r;
+	if (proc_refs[slot] && --proc_refs[slot])
+		return 0;
+	return cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status;
+}
+
+int vs_release_all(void)
+{
+	struct arena_hdr *h = cl.arena;
+	if (cl.attached <= 0 || !h)
+		return 0;
+	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
+		if (proc_refs[i]) {
+			proc_refs[i] = 1;
+			vs_unref(i, arena_slot(cl.arena, i)->gen);
+		}
+	return 0;
+}
+
+int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
+	      int *evfd, uint32_t *slot, uint32_t *gen)
+{
+	struct msg_req q = {.op = MSG_LISTEN, .arg = backlog, .rxsize = rxsize, .txsize = txsize};
+	struct msg_rep r;
+	int efd, ret;
+	if (cl_attach() < 0)
+		return -ENOTCONN;
+	efd = (int)syscall(SYS_eventfd2, 0, 04000 /* EFD_NONBLOCK */ | 02000000 /* EFD_CLOEXEC */);
+	if (efd < 0)
+		return -errno;
+	efd = cl_hi_fd(efd);
+	q.addr = *bound;
+	ret = cl_rpc(&q, &r, efd);
+	if (ret < 0 || r.status) {
+		sys_close(efd);
+		return ret < 0 ? ret : r.status;
+	}
+	*evfd = efd;
+	*slot = r.slot;
+	*gen = r.gen;
+	proc_refs[r.slot] = 1;
+	return 0;
+}
+
+int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
+	       uint32_t txsize, uint32_t *slot, uint32_t *gen)
+{
+	struct msg_req q = {.op = MSG_CONNECT, .rxsize = rxsize, .txsize = txsize};
+	struct msg_rep r;
+	struct arena_slot *as;
+	int ret;
+	if (cl_attach() < 0)
+		return 1;
+	q.addr = *dst;
+	q.local = *local;
+	ret = cl_rpc(&q, &r, -1);
+	if (ret < 0)
+		return 1; /* no hub: kernel TCP */
+	if (r.status)
+		return r.status == -EAFNOSUPPORT ? 1 : r.status;
+	as = cl_slot(r.slot);
+	proc_refs[r.slot] = 1;
+	atomic_fetch_add(&as->waiters, 1);
+	for (;;) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		uint32_t st = atomic_load(&as->state);
+		if (st != SLOT_CONNECTING)
+			break;
+		/* connect(2) keeps going in the background on a signal; so does this */
+		if (wait_seq(as, seq) == -ECONNRESET) {
+			atomic_fetch_sub(&as->waiters, 1);
+			proc_refs[r.slot] = 0;
+			return -ECONNREFUSED;
+		}
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	switch (atomic_load(&as->state)) {
+	case SLOT_ESTABLISHED:
+		*slot = r.slot;
+		*gen = r.gen;
+		return 0;
+	case SLOT_FALLBACK:
+		vs_unref(r.slot, r.gen);
+		return 1;
+	default:
+		ret = vs_take_error(r.slot);
+		vs_unref(r.slot, r.gen);
+		return -(ret ? ret : ECONNREFUSED);
+	}
+}
+
+int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen)
+{
+	struct msg_req q = {.op = MSG_ACCEPT, .slot = slot, .gen = gen};
+	struct msg_rep r;
+	int ret;
+	if (!atomic_load(&cl_slot(slot)->acceptq))
+		return -EAGAIN;
+	ret = cl_rpc(&q, &r, -1);
+	if (ret < 0)
+		return ret;
+	if (r.status)
+		return r.status;
+	*nslot = r.slot;
+	*ngen = r.gen;
+	proc_refs[r.slot] = 1;
+	return 0;
+}
+
+int vs_shutdown(uint32_t slot, uint32_t gen, int how)
+{
+	struct msg_req q = {.op = MSG_SHUTDOWN, .slot = slot, .gen = gen, .arg = how};
+	struct msg_rep r;
+	struct arena_slot *as = cl_slot(slot);
+	uint32_t st = atomic_load(&as->state);
+	int ret;
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (st != SLOT_ESTABLISHED)
+		return st == SLOT_CLOSED ? 0 : -ENOTCONN;
+	if (how != SHUT_WR)
+		atomic_fetch_or(&as->flags, SLOTF_RX_SHUT);
+	if (how != SHUT_RD) {
+		if (atomic_fetch_or(&as->flags, SLOTF_TX_SHUT) & SLOTF_TX_SHUT)
+			return 0;
+		lock(&as->tx_lock); /* a writer in the middle of a copy finishes first */
+		pthread_mutex_unlock(&as->tx_lock);
+	}
+	ret = cl_rpc(&q, &r, -1);
+	/* wake this pool's own sleepers so they see the shutdown */
+	atomic_fetch_add(&as->wake_seq, 1);
+	sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+	return ret < 0 ? ret : r.status;
+}
+
+static void raise_sigpipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGPIPE);
+}
+
+ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint8_t *base = arena_bytes(cl.arena, as->tx.off);
+	uint64_t size = as->tx.size;
+	size_t total = 0, want = 0;
+	int vi = 0, nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&as->flags) & SLOTF_NONBLOCK);
+	size_t voff = 0;
+	ssize_t ret = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
+		return 0;
+	lock(&as->tx_lock);
+	atomic_fetch_add(&as->waiters, 1);
+	while (total < want) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		uint32_t st = atomic_load(&as->state);
+		uint64_t tail, head, space;
+		int err;
+		if (st != SLOT_ESTABLISHED || (atomic_load(&as->flags) & SLOTF_TX_SHUT)) {
+			err = st == SLOT_CLOSED ? vs_take_error(slot) : 0;
+			if (total)
+				break;
+			if (!err || err == EPIPE) {
+				raise_sigpipe(flags);
+				err = EPIPE;
+			}
+			ret = -err;
+			break;
+		}
+		tail = atomic_load_explicit(&as->tx.tail, memory_order_relaxed);
+		head = ring_load(&as->tx.head);
+		space = size - (tail - head);
+		if (space == 0) {
+			if (nonblock) {
+				ret = total ? 0 : -EAGAIN;
+				break;
+			}
+			pthread_mutex_unlock(&as->tx_lock);
+			err = wait_seq(as, seq);
+			lock(&as->tx_lock);
+			if (err) {
+				if (err == -ECONNRESET)
+					raise_sigpipe(flags);
+				ret = total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
+				break;
+			}
+			continue;
+		}
+		while (space && vi < iovcnt) {
+			size_t n = iov[vi].iov_len - voff;
+			if (n > space)
+				n = space;
+			ring_copy_in(base, size, tail, (const uint8_t *)iov[vi].iov_base + voff, n);
+			tail += n;
+			space -= n;
+			total += n;
+			voff += n;
+			if (voff == iov[vi].iov_len) {
+				vi++;
+				voff = 0;
+			}
+		}
+		ring_store(&as->tx.tail, tail);
+		ring_bell(slot, SLOTOP_TX);
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	pthread_mutex_unlock(&as->tx_lock);
+	return total ? (ssize_t)total : ret;
+}
+
+ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint8_t *base = arena_bytes(cl.arena, as->rx.off);
+	uint64_t size = as->rx.size;
+	size_t total = 0, want = 0;
+	int vi = 0, nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&as->flags) & SLOTF_NONBLOCK);
+	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	size_t voff = 0;
+	ssize_t ret = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (want == 0)
+		return 0;
+	lock(&as->rx_lock);
+	atomic_fetch_add(&as->waiters, 1);
+	for (;;) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		uint64_t head = atomic_load_explicit(&as->rx.head, memory_order_relaxed);
+		uint64_t tail = ring_load(&as->rx.tail);
+		uint64_t avail = tail - head;
+		uint32_t fl = atomic_load(&as->flags), st;
+		int err;
+		if (avail > size)
+			avail = 0; /* cannot happen unless the arena is corrupt: give nothing */
+		if (avail) {
+			uint64_t pos = head;
+			while (avail && vi < iovcnt) {
+				size_t n = iov[vi].iov_len - voff;
+				if (n > avail)
+					n = avail;
+				ring_copy_out(base, size, pos, (uint8_t *)iov[vi].iov_base + voff, n);
+				pos += n;
+				avail -= n;
+				total += n;
+				voff += n;
+				if (voff == iov[vi].iov_len) {
+					vi++;
+					voff = 0;
+				}
+			}
+			if (!peek) {
+				ring_store(&as->rx.head, pos);
+				if (pos - atomic_load(&as->rx_credit_mark) >= size / 4) {
+					atomic_store(&as->rx_credit_mark, pos);
+					ring_bell(slot, SLOTOP_CREDIT);
+				}
+			}
+			if (!waitall || total == want)
+				break;
+			continue;
+		}
+		if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
+			break; /* EOF */
+		st = atomic_load(&as->state);
+		if (st != SLOT_ESTABLISHED) {
+			err = st == SLOT_CLOSED ? vs_take_error(slot) : ENOTCONN;
+			if (!total && err)
+				ret = -err;
+			break;
+		}
+		if (nonblock) {
+			if (!total)
+				ret = -EAGAIN;
+			break;
+		}
+		pthread_mutex_unlock(&as->rx_lock);
+		err = wait_seq(as, seq);
+		lock(&as->rx_lock);
+		if (err) {
+			if (!total)
+				ret = err;
+			break;
+		}
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	pthread_mutex_unlock(&as->rx_lock);
+	return total ? (ssize_t)total : ret;
+}
+
+int vs_nread(uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint64_t avail = ring_load(&as->rx.tail) - ring_load(&as->rx.head);
+	return avail > as->rx.size ? 0 : (int)avail;
+}

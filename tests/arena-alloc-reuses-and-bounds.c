@@ -1,0 +1,180 @@
+/*
+ * arena_format lays out header, slots and data inside the region (and
+ * refuses a region too small); the ring allocator hands out naturally
+ * aligned, non-overlapping blocks inside [data_off, bytes), returns 0 when
+ * full or for sizes that are not ring sizes, reuses released blocks, and
+ * keeps arena_in_use exact; arena_ring_size rounds up to a power of two and
+ * clamps to [ARENA_MIN_RING, ARENA_MAX_RING].
+ */
+#include "helpers.h"
+#include "arena.h"
+
+#include <sys/mman.h>
+
+struct blk {
+	uint64_t off, size;
+};
+
+static void no_overlap(const struct blk *b, int n, uint64_t lo, uint64_t hi)
+{
+	for (int i = 0; i < n; i++) {
+		CHECK(b[i].off >= lo);
+		CHECK(b[i].off + b[i].size <= hi);
+		CHECK_EQ(b[i].off & (b[i].size - 1), 0);
+		for (int j = 0; j < i; j++)
+			CHECK(b[i].off + b[i].size <= b[j].off || b[j].off + b[j].size <= b[i].off);
+	}
+}
+
+static void format_cases(void)
+{
+	uint64_t bytes = 16ull << 20;
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(m != MAP_FAILED);
+	memset(m, 0xa5, 4096);
+	CHECK_EQ(arena_format(m, bytes, 77), 0);
+	struct arena_hdr *h = m;
+	CHECK_EQ(h->magic, ARENA_MAGIC);
+	CHECK_EQ(h->version, ARENA_VERSION);
+	CHECK_EQ(h->nslots, ARENA_MAX_SLOTS);
+	CHECK_EQ(h->bytes, bytes);
+	CHECK_EQ(h->pool_id, 77);
+	CHECK_EQ(h->hub_sleeping, 0);
+	for (int i = 0; i < ARENA_DOORBELL_WORDS; i++)
+		CHECK_EQ(h->doorbell[i], 0);
+	CHECK(h->slots_off >= sizeof(*h));
+	CHECK_EQ(h->slots_off % 4096, 0);
+	CHECK(h->data_off >= h->slots_off + (uint64_t)ARENA_MAX_SLOTS * sizeof(struct arena_slot));
+	CHECK_EQ(h->data_off % 4096, 0);
+	CHECK(h->data_off + ARENA_MAX_RING <= bytes);
+	/* slot i lies inside the slot array */
+	CHECK((uint8_t *)arena_slot(m, 0) == (uint8_t *)m + h->slots_off);
+	CHECK((uint8_t *)(arena_slot(m, ARENA_MAX_SLOTS - 1) + 1) <= (uint8_t *)m + h->data_off);
+	uint64_t data_off = h->data_off;
+	munmap(m, bytes);
+
+	/* too small for the slots plus one largest ring: refused */
+	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(m != MAP_FAILED);
+	CHECK(arena_format(m, data_off + ARENA_MAX_RING - 1, 1) != 0);
+	CHECK(arena_format(m, 4096, 1) != 0);
+	CHECK_EQ(arena_format(m, data_off + ARENA_MAX_RING, 1), 0);
+	munmap(m, bytes);
+}
+
+static void ring_size_cases(void)
+{
+	CHECK_EQ(arena_ring_size(0), ARENA_DEFAULT_RING);
+	CHECK_EQ(arena_ring_size(1), ARENA_MIN_RING);
+	CHECK_EQ(arena_ring_size(ARENA_MIN_RING - 1), ARENA_MIN_RING);
+	CHECK_EQ(arena_ring_size(ARENA_MIN_RING), ARENA_MIN_RING);
+	CHECK_EQ(arena_ring_size(ARENA_MIN_RING + 1), 2 * ARENA_MIN_RING);
+	CHECK_EQ(arena_ring_size(100000), 131072);
+	CHECK_EQ(arena_ring_size(131072), 131072);
+	CHECK_EQ(arena_ring_size(ARENA_MAX_RING), ARENA_MAX_RING);
+	CHECK_EQ(arena_ring_size(ARENA_MAX_RING + 1), ARENA_MAX_RING);
+	CHECK_EQ(arena_ring_size(1ull << 40), ARENA_MAX_RING);
+	CHECK_EQ(arena_ring_size(UINT64_MAX), ARENA_MAX_RING);
+	for (uint64_t a = 1; a < (16u << 20); a = a * 3 + 1) {
+		uint32_t s = arena_ring_size(a);
+		CHECK((s & (s - 1)) == 0);
+		CHECK(s >= ARENA_MIN_RING && s <= ARENA_MAX_RING);
+		CHECK(s >= a || s == ARENA_MAX_RING);
+		CHECK(s == ARENA_MIN_RING || s / 2 < a);
+	}
+}
+
+static void alloc_cases(void)
+{
+	/* bookkeeping only: the allocator never touches the arena */
+	const uint64_t data_off = (1ull << 20) + 12288, end = 64ull << 20;
+	struct arena_alloc *a = arena_alloc_new(data_off, end);
+	CHECK(a);
+	CHECK_EQ(arena_in_use(a), 0);
+
+	/* sizes that are not ring sizes */
+	CHECK_EQ(arena_alloc(a, 0), 0);
+	CHECK_EQ(arena_alloc(a, 1), 0);
+	CHECK_EQ(arena_alloc(a, ARENA_MIN_RING / 2), 0);
+	CHECK_EQ(arena_alloc(a, ARENA_MIN_RING + 1), 0);
+	CHECK_EQ(arena_alloc(a, 3 * ARENA_MIN_RING), 0);
+	CHECK_EQ(arena_alloc(a, 2ull * ARENA_MAX_RING), 0);
+	CHECK_EQ(arena_in_use(a), 0);
+
+	/* allocate mixed sizes until full */
+	static struct blk b[100000];
+	int n = 0;
+	uint64_t sum = 0, rng = 9;
+	for (;;) {
+		uint64_t size = (uint64_t)ARENA_MIN_RING << (t_splitmix(&rng) % 11);
+		uint64_t off = arena_alloc(a, size);
+		if (!off) {
+			/* full for this size; the smallest must end it too, eventually */
+			if (size == ARENA_MIN_RING)
+				break;
+			continue;
+		}
+		CHECK(n < (int)(sizeof(b) / sizeof(b[0])));
+		b[n].off = off;
+		b[n].size = size;
+		n++;
+		sum += size;
+		CHECK_EQ(arena_in_use(a), sum);
+	}
+	CHECK(n > 10);
+	no_overlap(b, n, data_off, end);
+	CHECK_EQ(arena_alloc(a, ARENA_MAX_RING), 0);
+	CHECK_EQ(arena_alloc(a, ARENA_MIN_RING), 0);
+	CHECK_EQ(arena_in_use(a), sum);
+	/* full: in use can not exceed the data area */
+	CHECK(sum <= end - data_off);
+
+	/* release one block: the same size comes back at the same place */
+	int k = n / 2;
+	arena_release(a, b[k].off, b[k].size);
+	CHECK_EQ(arena_in_use(a), sum - b[k].size);
+	uint64_t again = arena_alloc(a, b[k].size);
+	CHECK_EQ(again, b[k].off);
+	CHECK_EQ(arena_in_use(a), sum);
+
+	/* release everything, then every block is reusable again */
+	for (int i = 0; i < n; i++)
+		arena_release(a, b[i].off, b[i].size);
+	CHECK_EQ(arena_in_use(a), 0);
+	uint64_t sum2 = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t off = arena_alloc(a, b[i].size);
+		CHECK(off != 0);
+		b[i].off = off;
+		sum2 += b[i].size;
+	}
+	CHECK_EQ(arena_in_use(a), sum2);
+	no_overlap(b, n, data_off, end);
+
+	/* releases of nothing change nothing */
+	arena_release(a, 0, ARENA_MIN_RING);
+	arena_release(a, b[0].off, 3 * ARENA_MIN_RING);
+	CHECK_EQ(arena_in_use(a), sum2);
+	arena_alloc_free_all(a);
+
+	/* only 4 MiB blocks: exactly as many as fit after alignment */
+	a = arena_alloc_new(data_off, end);
+	CHECK(a);
+	uint64_t first = (data_off + ARENA_MAX_RING - 1) & ~((uint64_t)ARENA_MAX_RING - 1);
+	uint64_t want = (end - first) / ARENA_MAX_RING, got = 0;
+	while (arena_alloc(a, ARENA_MAX_RING))
+		got++;
+	CHECK_EQ(got, want);
+	CHECK_EQ(arena_in_use(a), want * ARENA_MAX_RING);
+	arena_alloc_free_all(a);
+	arena_alloc_free_all(NULL);
+}
+
+int main(void)
+{
+	format_cases();
+	ring_size_cases();
+	alloc_cases();
+	printf("ok\n");
+	return T_PASS;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bats
+# A plain (not preloaded) client reaches a preloaded server through the
+# server's real kernel listener: the echo works, no socket or payload is on
+# a link, and the kernel shows the TCP connection.
+
+load lib
+
+setup() {
+	rs_require echo-server echo-client
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+@test "fallback: plain client to preloaded server uses the kernel listener" {
+	local port=7005 cpid bytes
+	rs_bg server "$NS_A" --rshare "$RS_BIN/echo-server" -w 2 $port
+	rs_wait_ready server
+	# the preloaded server keeps a real kernel listener
+	run ip netns exec "$NS_A" ss -tlnH "( sport = :$port )"
+	echo "$output"
+	[[ -n $output ]]
+
+	rs_bg client "$NS_B" "$RS_BIN/echo-client" -c 4 -s 4 -n 8 -w "$RS_TMP/hold" $ADDR_A $port
+	cpid=$RS_LASTPID
+	rs_wait_file "$RS_TMP/client.out" '^done$' 1 60
+	grep -q 'verified=4 resets=0 errors=0' "$RS_TMP/client.out"
+	bytes=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' "$RS_TMP/client.out")
+
+	run ip netns exec "$NS_A" ss -tnH state established "( sport = :$port )"
+	echo "$output"
+	[[ $(grep -c . <<<"$output") -eq 4 ]]
+
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "nothing on rshare" \
+		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" \
+		--argjson port $port --argjson bytes "$bytes" '
+		$a[0] as $A | $b[0] as $B |
+		fail([$A.sockets[] | select(.state == "listening")] | length >= 1; "A shows no listening socket"),
+		($A, $B) as $N |
+		($N.sockets[] | select(.link != 0) | "socket \(.sid) of node \($N.node) is on link \(.link)"),
+		($N.links[] |
+			fail(.connections == 0 and .connections_total == 0;
+			     "link \(.id) of node \($N.node) carried \(.connections_total) connections"),
+			fail(.bytes_tx < $bytes and .bytes_rx < $bytes;
+			     "link \(.id) of node \($N.node) moved tx \(.bytes_tx) rx \(.bytes_rx), the echo was \($bytes)"))'
+
+	touch "$RS_TMP/hold"
+	rs_wait_pid $cpid 60
+}

@@ -1,0 +1,218 @@
+# lib.bash - shared helpers of the Bats tests.
+#
+# Every test gets its own network namespaces (unique names), its own hubs
+# and a temp dir; everything it starts runs inside those namespaces under
+# `timeout`, so teardown can end all of it by the namespaces' pid lists and
+# then delete the namespaces (which deletes the veth pair).
+#
+#   rs_two_nodes            rsA-*/rsB-* joined by a veth, 10.199.0.1/.2, hubs up
+#   rs_netns NAME           one more bare namespace (lo up), no hub
+#   rs_hub_start NS         build/rshared in NS, waits until stat answers
+#   rs_bg NAME NS [--rshare] PROG ARGS   background, output in $RS_TMP/NAME.{out,err}
+#   rs_exec NS [--rshare] PROG ARGS      foreground, bounded by $RS_TIMEOUT
+#   rs_stat NS              `rshare stat --json` of the hub of NS
+#   rs_wait_file FILE PATTERN [COUNT] [SECS]
+#   rs_wait_pid PID [SECS]  its exit status (124 when it outlived SECS)
+#   rs_jq_check DESC JQ-ARGS... a jq program printing one line per failure
+
+RS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RS_BUILD=${RSHARE_BUILD:-$RS_ROOT/build}
+RS_BIN=$RS_BUILD/tests
+RSHARE=$RS_BUILD/rshare
+RSHARED=$RS_BUILD/rshared
+RS_TIMEOUT=${RS_TIMEOUT:-60}
+RS_PORT=${RSHARE_PORT:-18515}
+ADDR_A=10.199.0.1
+ADDR_B=10.199.0.2
+RS_NSS=()
+
+rs_fail() {
+	echo "FAIL: $*" >&2
+	return 1
+}
+
+# Skip unless we can make namespaces and the rshare binaries exist.
+rs_require() {
+	[[ $EUID -eq 0 ]] || skip "needs root for network namespaces"
+	command -v ip >/dev/null && command -v jq >/dev/null && command -v ss >/dev/null ||
+		skip "needs ip, ss and jq"
+	local f
+	for f in "$RSHARE" "$RSHARED" "$RS_BUILD/librshare.so"; do
+		[[ -e $f ]] || skip "$f not built"
+	done
+	for f in "$@"; do
+		[[ -x $RS_BIN/$f ]] || skip "$RS_BIN/$f not built"
+	done
+}
+
+rs_setup() {
+	RS_TMP=${BATS_TEST_TMPDIR:-$(mktemp -d)}
+	mkdir -p "$RS_TMP"
+	RS_SUF=$(printf '%x' $(( (RANDOM << 15 | RANDOM) & 0xffffff )))
+	NS_A=rsA-$RS_SUF
+	NS_B=rsB-$RS_SUF
+}
+
+rs_netns() {
+	local ns=$1
+	ip netns add "$ns" || return
+	RS_NSS+=("$ns")
+	ip -n "$ns" link set lo up
+}
+
+rs_two_nodes() {
+	rs_netns "$NS_A" || return
+	rs_netns "$NS_B" || return
+	ip link add "va$RS_SUF" netns "$NS_A" type veth peer name "vb$RS_SUF" netns "$NS_B" || return
+	ip -n "$NS_A" addr add $ADDR_A/24 dev "va$RS_SUF"
+	ip -n "$NS_B" addr add $ADDR_B/24 dev "vb$RS_SUF"
+	ip -n "$NS_A" link set "va$RS_SUF" up
+	ip -n "$NS_B" link set "vb$RS_SUF" up
+	# the link is up when each side can reach the other
+	local i
+	for ((i = 0; i < 50; i++)); do
+		ip netns exec "$NS_B" ping -c1 -W1 $ADDR_A >/dev/null 2>&1 && break
+		command -v ping >/dev/null || { sleep 0.5; break; }
+		sleep 0.1
+	done
+	if [[ ${1:-hubs} == hubs ]]; then
+		rs_hub_start "$NS_A" || return
+		rs_hub_start "$NS_B" || return
+	fi
+}
+
+rs_stat() {
+	ip netns exec "$1" timeout -k 2 "${RS_STAT_TIMEOUT:-5}" "$RSHARE" stat --json
+}
+
+# rs_retry SECS CMD...: run CMD every 0.1 s until it succeeds or SECS pass
+rs_retry() {
+	local deadline=$((SECONDS + $1))
+	shift
+	while :; do
+		"$@" && return 0
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+rs_hub_start() {
+	local ns=$1 deadline=$((SECONDS + 10))
+	RSHARE_LOG=debug rs_bg "hub-$ns" "$ns" "$RSHARED" || return
+	while ((SECONDS < deadline)); do
+		# -s: empty input (a hub that did not answer) is [] and fails
+		rs_stat "$ns" 2>/dev/null | jq -se '.[0].node != null' >/dev/null 2>&1 && return 0
+		kill -0 "$RS_LASTPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	tail -n 30 "$RS_TMP/hub-$ns.err" >&2
+	rs_fail "hub in $ns did not answer stat within 10 s"
+}
+
+rs_bg() {
+	local name=$1 ns=$2 pre=()
+	shift 2
+	if [[ $1 == --rshare ]]; then
+		pre=("$RSHARE" run --)
+		shift
+	fi
+	ip netns exec "$ns" setsid timeout -k 5 "${RS_BG_TIMEOUT:-300}" "${pre[@]}" "$@" \
+		>"$RS_TMP/$name.out" 2>"$RS_TMP/$name.err" </dev/null &
+	RS_LASTPID=$!
+	echo "$RS_LASTPID" >"$RS_TMP/$name.pid"
+}
+
+rs_exec() {
+	local ns=$1 pre=()
+	shift
+	if [[ $1 == --rshare ]]; then
+		pre=("$RSHARE" run --)
+		shift
+	fi
+	ip netns exec "$ns" timeout -k 5 "$RS_TIMEOUT" "${pre[@]}" "$@"
+}
+
+# Wait until FILE has COUNT lines matching PATTERN (extended regex).
+rs_wait_file() {
+	local file=$1 pat=$2 count=${3:-1} secs=${4:-30} i n
+	for ((i = 0; i < secs * 10; i++)); do
+		n=$(grep -cE -- "$pat" "$file" 2>/dev/null || true)
+		[[ ${n:-0} -ge $count ]] && return 0
+		sleep 0.1
+	done
+	tail -n 20 "$file" "${file%.out}.err" >&2 2>/dev/null || true
+	rs_fail "$file: ${n:-0} lines match '$pat' after ${secs}s, want $count"
+}
+
+# Wait for a background child; its exit status, 124 if still running.
+rs_wait_pid() {
+	local pid=$1 secs=${2:-60} i
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "pid $pid still running after ${secs}s" >&2
+		return 124
+	fi
+	wait "$pid"
+}
+
+# rs_wait_ready NAME: the program NAME printed "ready"
+rs_wait_ready() {
+	rs_wait_file "$RS_TMP/$1.out" '^ready$' 1 "${2:-20}"
+}
+
+# jq definitions shared by the checks.
+RS_JQ_DEFS='
+def fail(c; msg): if c then empty else msg end;
+def port_of: (. // "") | split(":") | last | tonumber? // -1;
+def host_of: (. // "") | sub(":[0-9]+$"; "");
+'
+
+# rs_jq_check DESC [jq options...] PROGRAM: PROGRAM prints one string per
+# failed condition; none means pass.  (Bats runs under set -e: whatever is
+# printed must come before rs_fail, which ends the test.)
+rs_jq_check() {
+	local desc=$1 out
+	shift
+	local args=("$@")
+	local prog=${args[-1]}
+	unset 'args[-1]'
+	if ! out=$(jq -nr "${args[@]}" "$RS_JQ_DEFS $prog" 2>&1); then
+		rs_fail "$desc: jq: $out"
+		return 1
+	fi
+	if [[ -n $out ]]; then
+		echo "$out" | head -n 40 >&2
+		rs_fail "$desc (the lines above)"
+	fi
+}
+
+rs_teardown() {
+	local ns pids f
+	for ns in "${RS_NSS[@]}"; do
+		pids=$(ip netns pids "$ns" 2>/dev/null)
+		[[ -n $pids ]] && kill -TERM $pids 2>/dev/null
+	done
+	sleep 0.2
+	for ns in "${RS_NSS[@]}"; do
+		pids=$(ip netns pids "$ns" 2>/dev/null)
+		[[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+	done
+	for ns in "${RS_NSS[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	RS_NSS=()
+	# shown by bats only when the test failed
+	if [[ -d ${RS_TMP:-} ]]; then
+		for f in "$RS_TMP"/*.err; do
+			[[ -s $f ]] || continue
+			echo "--- tail of $(basename "$f")" >&2
+			tail -n 15 "$f" >&2
+		done
+	fi
+	# collect the background children still known to this shell
+	wait 2>/dev/null
+	return 0
+}

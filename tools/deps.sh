@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# deps.sh - install what building and testing rshare need on Debian 12.
+#
+# Installs only the packages that are missing, runs `apt-get update` at most
+# once and only when something has to be installed, prints nothing when all
+# is present, and exits nonzero when a package cannot be installed.
+set -euo pipefail
+
+pkgs=(
+	build-essential # gcc, make, libc headers
+	bats            # test scripts
+	jq              # reading `rshare stat --json` in tests
+	iproute2        # ip netns, veth, ss
+	procps          # ps, pgrep
+	psmisc          # fuser, killall
+	man-db          # man --warnings
+	groff-base      # man page formatting
+)
+
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
+missing=()
+for p in "${pkgs[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps.sh: missing ${missing[*]} and no apt-get to install them" >&2
+	exit 1
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		as_root=(sudo -n)
+	else
+		echo "deps.sh: missing ${missing[*]}; run as root to install them" >&2
+		exit 1
+	fi
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+echo "deps.sh: installing ${missing[*]}" >&2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! "${as_root[@]}" apt-get -qq update >"$log" 2>&1 ||
+	! "${as_root[@]}" apt-get -qq -y --no-install-recommends install "${missing[@]}" >>"$log" 2>&1; then
+	cat "$log" >&2
+	echo "deps.sh: could not install ${missing[*]}" >&2
+	exit 1
+fi
+
+for p in "${missing[@]}"; do
+	if ! installed "$p"; then
+		echo "deps.sh: $p is still not installed" >&2
+		exit 1
+	fi
+done
