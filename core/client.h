@@ -45,6 +45,7 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 	       uint32_t txsize, uint32_t *slot, uint32_t *gen);
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
 void vs_ref(uint32_t slot);
+/* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);

@@ -584,7 +584,7 @@ void hub_link_up(struct link *l, uint64_t peer_node)
 	log_info("link %u up: peer node %016llx (%s)", l->id, (unsigned long long)peer_node,
 		 l->outgoing ? "outgoing" : "incoming");
 	/* connections that waited for the link */
-	for (uint32_t sid = 1; sid < h->next_sid + 1 && sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
 			hsock_connect(h, s, NULL);

@@ -17,6 +17,7 @@
 #include "hub.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,10 +149,15 @@ static void slot_release(struct hub *h, struct hsock *s)
 	struct pool *p = s->pool;
 	if (!p)
 		return;
-	if (s->rx_off)
+	/* the pages go back to the system; the range stays allocatable */
+	if (s->rx_off) {
+		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, s->rx_off, s->rx_size);
 		arena_release(p->alloc, s->rx_off, s->rx_size);
-	if (s->tx_off)
+	}
+	if (s->tx_off) {
+		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, s->tx_off, s->tx_size);
 		arena_release(p->alloc, s->tx_off, s->tx_size);
+	}
 	s->rx_off = s->tx_off = 0;
 	atomic_store(&s->as->state, SLOT_FREE);
 	s->as->gen = s->gen + 1;
@@ -339,6 +345,7 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	} else {
 		s->as->local = src;
 	}
+	s->local = s->as->local;
 	s->as->peer = s->peer_addr;
 	c.src = tag_imm(s->sid, s->gen);
 	c.ring = (uint32_t)s->rx_size;

@@ -64,7 +64,9 @@ int vs_unref(uint32_t slot, uint32_t gen)
 	struct msg_rep r;
 	if (proc_refs[slot] && --proc_refs[slot])
 		return 0;
-	return cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status;
+	if (cl_rpc(&q, &r, -1) < 0)
+		return -ECONNRESET;
+	return r.status ? r.status : 1;
 }
 
 int vs_release_all(void)

@@ -70,6 +70,9 @@ REAL(setsockopt);
 REAL(getsockopt);
 REAL(fcntl);
 REAL(ioctl);
+REAL(dup);
+REAL(dup2);
+REAL(dup3);
 
 static void *next_sym(const char *n)
 {
@@ -86,7 +89,7 @@ __attribute__((constructor)) static void preload_init(void)
 	LOAD(read); LOAD(write); LOAD(recv); LOAD(send); LOAD(recvfrom); LOAD(sendto);
 	LOAD(recvmsg); LOAD(sendmsg); LOAD(readv); LOAD(writev); LOAD(close);
 	LOAD(shutdown); LOAD(getsockname); LOAD(getpeername); LOAD(setsockopt);
-	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl);
+	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl); LOAD(dup); LOAD(dup2); LOAD(dup3);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max > max)
 		max = rl.rlim_max > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_max;
 	/* untouched pages of the table cost nothing */
@@ -438,22 +441,68 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, 
 
 /* ---- the rest ---- */
 
-int close(int fd)
+/* fd stops naming what it named: drop this process's reference to an
+ * rshare socket behind it (the last one releases it at the hub). */
+static void pfd_forget(int fd)
 {
 	struct pfd *p = rs_of(fd);
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
 		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;
 		pfd_clear(fd);
-		vs_unref(slot, gen);
-		if (evfd >= 0)
+		if (vs_unref(slot, gen) != 0 && evfd >= 0)
 			sys_close(evfd);
 	} else {
 		struct pfd *q = pfd_get(fd);
 		if (q && q->kind)
 			pfd_clear(fd);
 	}
+}
+
+int close(int fd)
+{
+	pfd_forget(fd);
 	return real_close(fd);
+}
+
+/* newfd now names what oldfd names. */
+static int dup_done(int oldfd, int newfd)
+{
+	struct pfd *o = pfd_get(oldfd), *n = pfd_get(newfd);
+	if (newfd < 0 || !n)
+		return newfd;
+	*n = o ? *o : (struct pfd){0};
+	if (n->kind >= FD_RS)
+		vs_ref(n->slot);
+	return newfd;
+}
+
+int dup(int fd)
+{
+	return dup_done(fd, real_dup(fd));
+}
+
+int dup2(int oldfd, int newfd)
+{
+	int r;
+	if (oldfd == newfd)
+		return real_dup2(oldfd, newfd);
+	r = real_dup2(oldfd, newfd);
+	if (r >= 0) {
+		pfd_forget(newfd);
+		dup_done(oldfd, r);
+	}
+	return r;
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	int r = real_dup3(oldfd, newfd, flags);
+	if (r >= 0) {
+		pfd_forget(newfd);
+		dup_done(oldfd, r);
+	}
+	return r;
 }
 
 int shutdown(int fd, int how)
@@ -573,6 +622,8 @@ int fcntl(int fd, int cmd, ...)
 	arg = va_arg(ap, long);
 	va_end(ap);
 	p = rs_of(fd);
+	if (p && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		return dup_done(fd, real_fcntl(fd, cmd, arg));
 	if (!p || (cmd != F_GETFL && cmd != F_SETFL))
 		return real_fcntl(fd, cmd, arg);
 	return rs_fcntl(fd, p, cmd, arg);
