@@ -36,7 +36,7 @@ $(B)/librshare.so: $(PRE_OBJ) $(B)/libcore.a
 	$(CC) -shared $(LDFLAGS) -o $@ $(PRE_OBJ) $(B)/libcore.a -ldl $(LDLIBS)
 
 $(B)/rshared: $(B)/tools/rshared.o $(B)/libcore.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -libverbs -lrdmacm $(LDLIBS)
 
 $(B)/rshare: $(B)/tools/rshare.o $(B)/libcore.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -52,3 +52,50 @@ clean:
 	rm -rf build build-san
 
 .PHONY: all test clean
+
+# ---- install: make install [PREFIX=/usr/local] [DESTDIR=] ----
+# The library goes to a private directory, $(PREFIX)/lib/rshare: it is
+# preloaded by path (rshare run), never linked; from there it starts the
+# hub as ../../sbin/rshared, and rshare finds it as ../lib/rshare.
+VERSION    := 0.1
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+PKGLIBDIR  := $(LIBDIR)/rshare
+MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/rshare
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+PCDIR      ?= $(LIBDIR)/pkgconfig
+INSTALL    ?= install
+MAN_PAGES  := $(wildcard man/*.[1-8])
+
+INSTALLED := $(BINDIR)/rshare $(SBINDIR)/rshared $(PKGLIBDIR)/librshare.so \
+	$(PCDIR)/rshare.pc $(UNITDIR)/rshared.service $(BASHCOMPDIR)/rshare \
+	$(DOCDIR)/rshare.conf.example $(DOCDIR)/README.md \
+	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+
+install: $(B)/librshare.so $(B)/rshared $(B)/rshare
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(PKGLIBDIR) \
+		$(DESTDIR)$(PCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(DOCDIR) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man,1 5 7 8)
+	$(INSTALL) -m 755 $(B)/rshare $(DESTDIR)$(BINDIR)/rshare
+	$(INSTALL) -m 755 $(B)/rshared $(DESTDIR)$(SBINDIR)/rshared
+	$(INSTALL) -m 755 $(B)/librshare.so $(DESTDIR)$(PKGLIBDIR)/librshare.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(PKGLIBDIR)|g' -e 's|@SBINDIR@|$(SBINDIR)|g' \
+		-e 's|@VERSION@|$(VERSION)|g' tools/rshare.pc.in >$(DESTDIR)$(PCDIR)/rshare.pc
+	chmod 644 $(DESTDIR)$(PCDIR)/rshare.pc
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' tools/rshared.service >$(DESTDIR)$(UNITDIR)/rshared.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/rshared.service
+	$(INSTALL) -m 644 tools/rshare.bash-completion $(DESTDIR)$(BASHCOMPDIR)/rshare
+	$(INSTALL) -m 644 tools/rshare.conf.example README.md $(DESTDIR)$(DOCDIR)/
+	for m in $(MAN_PAGES); do \
+		s=$${m##*.}; $(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/ || exit 1; \
+	done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+.PHONY: install uninstall

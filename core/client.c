@@ -64,9 +64,10 @@ int cl_hi_fd(int fd)
 int cl_hub_connect(void)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(HUB_SOCK_NAME);
+	const char *name = hub_sock_name();
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
 	int fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	memcpy(a.sun_path + 1, HUB_SOCK_NAME, strlen(HUB_SOCK_NAME));
+	memcpy(a.sun_path + 1, name, strlen(name));
 	if (fd < 0)
 		return -1;
 	if (sys_connect(fd, &a, len) < 0) {

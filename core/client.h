@@ -53,5 +53,10 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_take_error(uint32_t slot);
 int vs_release_all(void);
 int vs_nread(uint32_t slot);
+/* Does an accepted rshare connection still hold this local port? */
+int vs_port_in_use(const union sockaddr_any *addr);
+/* Would the kernel restart a blocked socket call after this signal?  Only
+ * when no handler is installed without SA_RESTART. */
+int vs_restartable(void);
 
 #endif

@@ -102,6 +102,7 @@ void wire_ctl_encode(const struct wire_ctl *c, uint8_t out[WIRE_CTL_LEN])
 	memcpy(out + 40, c->addr_b, 16);
 	put16(out + 56, c->src_port);
 	put16(out + 58, c->reason);
+	put32(out + 60, c->rkey);
 }
 
 static int ring_size_ok(uint32_t r)
@@ -127,7 +128,8 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 	memcpy(c->addr_b, in + 40, 16);
 	c->src_port = get16(in + 56);
 	c->reason = get16(in + 58);
-	if (get32(in + 60)) {
+	c->rkey = get32(in + 60);
+	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT) {
 		*why = "reserved control bits set";
 		return -1;
 	}

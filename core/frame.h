@@ -66,11 +66,13 @@ struct wire_ctl {
 	uint32_t dst;      /* destination socket (tag_imm form), 0 for CONNECT */
 	uint32_t src;      /* sending socket (tag_imm form) */
 	uint32_t ring;     /* CONNECT/ACCEPT: sender's receive ring size */
-	uint64_t val;      /* CREDIT: receive ring head */
+	uint64_t val;      /* CREDIT: receive ring head; CONNECT/ACCEPT: the
+			      sender's receive ring address (verbs; 0 on soft) */
 	uint8_t addr_a[16];
 	uint8_t addr_b[16];
 	uint16_t src_port;
 	uint16_t reason;
+	uint32_t rkey;     /* CONNECT/ACCEPT: key of the sender's receive ring (verbs) */
 };
 
 void wire_frame_encode(const struct wire_frame *f, uint8_t out[WIRE_FRAME_LEN]);

@@ -12,6 +12,7 @@
  */
 #include "hub.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -112,9 +113,21 @@ static struct pool *pool_new(struct hub *h)
 	}
 	if (arena_format(p->base, p->bytes, p->id) < 0)
 		goto fail;
-	p->alloc = arena_alloc_new(((struct arena_hdr *)p->base)->data_off, p->bytes);
-	if (!p->alloc)
-		goto fail;
+	{
+		/* receive rings below, send rings above a chunk boundary, so that
+		 * only receive rings are ever registered remote-writable */
+		uint64_t data = ((struct arena_hdr *)p->base)->data_off;
+		uint64_t mid = (data + (p->bytes - data) / 2) & ~(uint64_t)(POOL_CHUNK - 1);
+		if (mid <= data)
+			goto fail;
+		p->rx_alloc = arena_alloc_new(data, mid);
+		p->tx_alloc = arena_alloc_new(mid, p->bytes);
+		p->nchunks = (uint32_t)(p->bytes / POOL_CHUNK);
+		p->mrs = calloc(p->nchunks, sizeof(*p->mrs));
+		p->mr_ok = calloc(p->nchunks, 1);
+		if (!p->rx_alloc || !p->tx_alloc || !p->mrs || !p->mr_ok)
+			goto fail;
+	}
 	p->ev.fn = pool_kick;
 	if (hub_watch(h, p->evfd, EPOLLIN, &p->ev) < 0)
 		goto fail;
@@ -131,7 +144,10 @@ fail:
 		close(p->memfd);
 	if (p->evfd >= 0)
 		close(p->evfd);
-	arena_alloc_free_all(p->alloc);
+	arena_alloc_free_all(p->rx_alloc);
+	arena_alloc_free_all(p->tx_alloc);
+	free(p->mrs);
+	free(p->mr_ok);
 	free(p);
 	return NULL;
 }
@@ -156,12 +172,45 @@ static void pools_sweep(struct hub *h)
 		*pp = p->next;
 		hub_unwatch(h, p->evfd);
 		close(p->evfd);
+		for (uint32_t c = 0; c < p->nchunks; c++)
+			if (p->mr_ok[c])
+				h->verbs.ops->dereg_mr(&h->verbs, &p->mrs[c]);
 		close(p->memfd);
 		munmap(p->base, p->bytes);
-		arena_alloc_free_all(p->alloc);
+		arena_alloc_free_all(p->rx_alloc);
+		arena_alloc_free_all(p->tx_alloc);
+		free(p->mrs);
+		free(p->mr_ok);
 		log_info("pool %llu: gone", (unsigned long long)p->id);
 		free(p);
 	}
+}
+
+int pool_chunk_pinned(struct pool *p, uint64_t off)
+{
+	uint64_t c = off / POOL_CHUNK;
+	return c < p->nchunks && p->mr_ok[c];
+}
+
+int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
+	      uint32_t *rkey)
+{
+	uint64_t c = off / POOL_CHUNK;
+	if (!len) {
+		*lkey = *rkey = 0;
+		return 0;
+	}
+	if (c >= p->nchunks || (off + len - 1) / POOL_CHUNK != c || !h->verbs.up)
+		return -1;
+	if (!p->mr_ok[c]) {
+		if (h->verbs.ops->reg_mr(&h->verbs, arena_bytes(p->base, c * POOL_CHUNK), POOL_CHUNK, remote,
+					 &p->mrs[c]) < 0)
+			return -1;
+		p->mr_ok[c] = 1;
+	}
+	*lkey = p->mrs[c].lkey;
+	*rkey = p->mrs[c].rkey;
+	return 0;
 }
 
 /* Drain the doorbell bitmap of one pool.  Returns whether any bell rang. */
@@ -320,7 +369,7 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 	int fds[2], nfds = 0, reply = 1;
 
 	if (q->op != MSG_HELLO && q->op != MSG_FORK && q->op != MSG_CHILD && q->op != MSG_STAT &&
-	    !pr->pool) {
+	    q->op != MSG_PORTCHECK && !pr->pool) {
 		rep.status = -EPROTO;
 		goto out;
 	}
@@ -431,6 +480,26 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		if (q->arg == SHUT_WR || q->arg == SHUT_RDWR)
 			hsock_shutdown_wr(h, s);
 		break;
+	case MSG_PORTCHECK: {
+		/* as the kernel: an accepted connection keeps its port bound */
+		union sockaddr_any a = q->addr;
+		uint16_t port;
+		wire_addr_unmap(&a);
+		port = ntohs(a.sa.sa_family == AF_INET6 ? a.in6.sin6_port : a.in.sin_port);
+		for (uint32_t sid = 1; port && sid < TAG_MAX_SOCKS; sid++) {
+			struct hsock *x = h->socks[sid];
+			union sockaddr_any l;
+			if (!x || !x->accepted)
+				continue;
+			l = x->local;
+			wire_addr_unmap(&l);
+			if (ntohs(l.sa.sa_family == AF_INET6 ? l.in6.sin6_port : l.in.sin_port) == port) {
+				rep.status = -EADDRINUSE;
+				break;
+			}
+		}
+		break;
+	}
 	case MSG_STAT:
 		pr->stat_only = 1;
 		do_stat(h, pr, q->arg);
@@ -545,20 +614,59 @@ static struct link *link_alloc(struct hub *h, struct xport *xp)
 	return l;
 }
 
-struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer)
+static struct link *link_start(struct hub *h, struct xport *xp, const union sockaddr_any *peer)
 {
-	struct link *l = link_alloc(h, &h->soft);
+	struct link *l = link_alloc(h, xp);
 	if (!l)
 		return NULL;
 	l->outgoing = 1;
 	l->state = LINK_CONNECTING;
 	l->peer_addr = *peer;
 	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
-	if (h->soft.ops->link_connect(&h->soft, l, peer) < 0) {
+	if (xp->ops->link_connect(xp, l, peer) < 0) {
 		hub_link_fail(l, "cannot start the link");
 		return NULL;
 	}
 	return l;
+}
+
+/* verbs when both nodes have an RDMA device on the route, else soft (the
+ * verbs attempt failing moves its connections to a soft link), unless
+ * RSHARE_TRANSPORT says otherwise. */
+struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer)
+{
+	if (h->mode == HUB_VERBS && !h->verbs.up)
+		return NULL;
+	if (h->mode != HUB_SOFT && h->verbs.up) {
+		struct link *l = link_start(h, &h->verbs, peer);
+		if (l || h->mode == HUB_VERBS)
+			return l;
+	}
+	return link_start(h, &h->soft, peer);
+}
+
+/* A verbs link that never came up: its connections try a soft one. */
+static void fall_to_soft(struct hub *h, struct link *l)
+{
+	struct link *n;
+	int moved = 0;
+	if (l->was_up || !l->outgoing || l->xp != &h->verbs || h->mode != HUB_AUTO)
+		return;
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			moved++;
+	}
+	if (!moved)
+		return;
+	n = link_start(h, &h->soft, &l->peer_addr);
+	for (uint32_t sid = 1; n && sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			s->link = n;
+	}
+	if (n)
+		log_info("link %u: no verbs path to the peer, link %u tries soft", l->id, n->id);
 }
 
 struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
@@ -579,6 +687,7 @@ void hub_link_up(struct link *l, uint64_t peer_node)
 	struct hub *h = the_hub;
 	l->peer_node = peer_node;
 	l->state = LINK_UP;
+	l->was_up = 1;
 	for (uint32_t i = 0; i < HUB_CTL_RECVS; i++)
 		l->xp->ops->post_recv(l, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
 	log_info("link %u up: peer node %016llx (%s)", l->id, (unsigned long long)peer_node,
@@ -595,6 +704,8 @@ void hub_link_fail(struct link *l, const char *why)
 {
 	struct hub *h = the_hub;
 	struct link **pp;
+	if (l->state == LINK_DOWN)
+		return;
 	if (l->state == LINK_UP) {
 		log_warn("link %u to node %016llx dropped: %s", l->id, (unsigned long long)l->peer_node, why);
 		h->links_dropped++;
@@ -602,6 +713,8 @@ void hub_link_fail(struct link *l, const char *why)
 		log_info("link %u not established: %s", l->id, why);
 	}
 	l->xp->ops->link_close(l);
+	l->state = LINK_DOWN;
+	fall_to_soft(h, l);
 	hub_link_gone(h, l);
 	l->state = LINK_DOWN;
 	for (pp = &h->links; *pp; pp = &(*pp)->next)
@@ -656,8 +769,9 @@ static void on_signal(int sig)
 static int hub_listen_unix(struct hub *h)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(HUB_SOCK_NAME);
-	memcpy(a.sun_path + 1, HUB_SOCK_NAME, strlen(HUB_SOCK_NAME));
+	const char *name = hub_sock_name();
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
+	memcpy(a.sun_path + 1, name, strlen(name));
 	h->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h->lfd < 0)
 		return -1;
@@ -669,7 +783,32 @@ static int hub_listen_unix(struct hub *h)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rshared [--port PORT] [--daemon]\n");
+	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--daemon]\n");
+}
+
+static int parse_mode(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "auto"))
+		return HUB_AUTO;
+	if (!strcmp(s, "verbs"))
+		return HUB_VERBS;
+	if (!strcmp(s, "soft"))
+		return HUB_SOFT;
+	return -1;
+}
+
+static int parse_addr(const char *s, union sockaddr_any *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, &a->in.sin_addr) == 1) {
+		a->in.sin_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &a->in6.sin6_addr) == 1) {
+		a->in6.sin6_family = AF_INET6;
+		return 0;
+	}
+	return -1;
 }
 
 int hub_main(int argc, char **argv)
@@ -682,10 +821,26 @@ int hub_main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 
 	log_init("rshared", LOG_LVL_WARN);
+	h->mode = parse_mode(getenv("RSHARE_TRANSPORT"));
+	if (h->mode < 0) {
+		fprintf(stderr, "rshared: RSHARE_TRANSPORT must be auto, verbs or soft\n");
+		return 2;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--port") && i + 1 < argc)
 			port = atol(argv[++i]);
-		else if (!strcmp(argv[i], "--daemon"))
+		else if (!strcmp(argv[i], "--transport") && i + 1 < argc) {
+			h->mode = parse_mode(argv[++i]);
+			if (h->mode < 0) {
+				usage();
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--addr") && i + 1 < argc) {
+			if (parse_addr(argv[++i], &h->bind_addr) < 0) {
+				fprintf(stderr, "rshared: bad address %s\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--daemon"))
 			daemon_mode = 1;
 		else {
 			usage();
@@ -730,6 +885,17 @@ int hub_main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	h->soft.up = 1;
+	h->verbs.ops = &xport_verbs_ops;
+	if (h->mode != HUB_SOFT) {
+		if (h->verbs.ops->init(&h->verbs, h, h->port) == 0)
+			h->verbs.up = 1;
+		else if (h->mode == HUB_VERBS) {
+			fprintf(stderr, "rshared: no usable RDMA device: %s\n", strerror(errno));
+			return 1;
+		} else
+			log_info("verbs: not available (%s); links use soft", strerror(errno));
+	}
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 
 	while (!h->stop) {
@@ -741,6 +907,11 @@ int hub_main(int argc, char **argv)
 			for (struct pool *p = h->pools; p; p = p->next)
 				busy |= pool_doorbells(h, p);
 			while ((n = h->soft.ops->poll_cq(&h->soft, wc, 64)) > 0) {
+				for (int i = 0; i < n; i++)
+					hub_route(h, &wc[i]);
+				busy = 1;
+			}
+			while (h->verbs.up && (n = h->verbs.ops->poll_cq(&h->verbs, wc, 64)) > 0) {
 				for (int i = 0; i < n; i++)
 					hub_route(h, &wc[i]);
 				busy = 1;

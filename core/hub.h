@@ -21,6 +21,8 @@
 #define HUB_LINK_CONNECT_MS 3000
 #define HUB_CTL_RECVS 256 /* control receives posted per link */
 
+enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
+
 struct hub;
 
 /* An epoll registration: data.ptr of every event points at one of these. */
@@ -28,13 +30,19 @@ struct hub_ev {
 	void (*fn)(struct hub *h, struct hub_ev *ev, uint32_t events);
 };
 
+#define POOL_CHUNK (4u << 20) /* unit of memory registration (verbs) */
+
 struct pool {
 	uint64_t id;
 	int memfd, evfd;
 	struct hub_ev ev;
 	void *base;
 	uint64_t bytes;
-	struct arena_alloc *alloc;
+	struct arena_alloc *rx_alloc; /* receive rings: the only remotely writable part */
+	struct arena_alloc *tx_alloc; /* send rings */
+	struct xmr *mrs;              /* per POOL_CHUNK, registered on first use */
+	uint8_t *mr_ok;
+	uint32_t nchunks;
 	uint32_t nprocs, nsocks;
 	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
 	struct pool *next;
@@ -65,6 +73,10 @@ struct link {
 	union sockaddr_any peer_addr;  /* the peer hub's address */
 	union sockaddr_any local_addr; /* our end of the link */
 	uint64_t deadline_ms;          /* connect deadline */
+	int was_up;
+	char dev[32];                  /* verbs: device and port */
+	int dev_port;
+	uint32_t qpn;                  /* verbs: our QP number */
 	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */
 	uint32_t *txwait;              /* sockets waiting for room on the link */
 	uint32_t ntxwait, txwait_cap;
@@ -90,9 +102,9 @@ struct pending_conn { /* a CONNECT waiting for backlog room */
 struct hsock {
 	uint32_t sid, gen;
 	enum hsock_state state;
-	struct pool *pool;          /* NULL once the slot is given back (LINGER) */
+	struct pool *pool;
 	uint32_t slot;
-	struct arena_slot *as;
+	struct arena_slot *as;      /* NULL once the slot is given back (LINGER) */
 	uint32_t nholders;
 	struct link *link;
 	uint32_t peer;              /* peer socket, imm form */
@@ -101,11 +113,14 @@ struct hsock {
 	uint64_t tx_posted, tx_done;
 	uint64_t peer_head;         /* credit: peer's ring head as last reported */
 	uint32_t peer_ring;
+	uint64_t peer_raddr;        /* verbs: the peer ring's address and key */
+	uint32_t peer_rkey;
+	uint32_t rx_rkey, tx_lkey;  /* verbs: keys of our rings */
 	uint64_t credit_sent;
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
-		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1;
+		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1;
 	union sockaddr_any local, peer_addr;
 	/* listener */
 	uint16_t lport;
@@ -124,7 +139,9 @@ struct hub {
 	struct hub_ev lev;
 	uint64_t node_id;
 	uint16_t port;
-	struct xport soft;
+	struct xport soft, verbs;
+	int mode;                   /* HUB_AUTO, HUB_VERBS, HUB_SOFT */
+	union sockaddr_any bind_addr;
 	struct pool *pools;
 	struct proc *procs;
 	struct link *links;
@@ -162,6 +179,14 @@ void hub_link_writable(struct link *l);
 /* Where does the payload of an incoming write go?  iov count, 0 to discard,
  * -1 when the write breaks the protocol (the link is then dropped). */
 int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
+/* The same check for a transport whose NIC already placed the payload
+ * (verbs): 1 when the write was in order and within credit, 0 when its
+ * socket is gone, -1 when it breaks the protocol. */
+int hub_rx_written(struct link *l, uint32_t imm, uint32_t len);
+/* Keys for [off, off+len) of a pool (registers its chunks on first use). */
+int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
+	      uint32_t *rkey);
+int pool_chunk_pinned(struct pool *p, uint64_t off);
 
 /* hub_sock.c */
 struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);

@@ -10,9 +10,13 @@
  * tag in wr_id or imm and drops it when the generation has moved on.
  *
  * Close: the last holder's release sends what is left, then FIN (or RESET
- * when unread data would be lost, or when the holder died); the slot goes
- * back to the pool once the FIN completed, and the record lingers until
- * the peer's FIN so that late data can be answered with RESET.
+ * when unread data would be lost, or when the holder died); the slot and
+ * its send ring go back to the pool once the FIN completed.  The record
+ * and its receive ring linger until the peer says it will write no more
+ * (its FIN, or its RESET: a RESET is always answered with one unless one
+ * was sent already), because on verbs the peer's NIC may still be writing
+ * into that ring: it must not be given to another socket before.  A lost
+ * link ends every socket on it at once.
  */
 #include "hub.h"
 
@@ -76,9 +80,9 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	if (rxsize && !(s->rx_off = arena_alloc(p->alloc, rxsize)))
+	if (rxsize && !(s->rx_off = arena_alloc(p->rx_alloc, rxsize)))
 		goto fail;
-	if (txsize && !(s->tx_off = arena_alloc(p->alloc, txsize)))
+	if (txsize && !(s->tx_off = arena_alloc(p->tx_alloc, txsize)))
 		goto fail;
 	s->rx_size = rxsize;
 	s->tx_size = txsize;
@@ -115,7 +119,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	return s;
 fail:
 	if (s->rx_off)
-		arena_release(p->alloc, s->rx_off, rxsize);
+		arena_release(p->rx_alloc, s->rx_off, rxsize);
 	free(s);
 	return NULL;
 }
@@ -143,29 +147,30 @@ static void uncount(struct hsock *s)
 	s->counted = 0;
 }
 
-/* Give the slot and its rings back to the pool; the record may live on. */
+static void ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size)
+{
+	if (!off)
+		return;
+	/* the pages go back to the system, unless pinned for a NIC */
+	if (!pool_chunk_pinned(p, off))
+		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, size);
+	arena_release(a, off, size);
+}
+
+/* Give the slot and its send ring back to the pool; the record and the
+ * receive ring may live on (LINGER). */
 static void slot_release(struct hub *h, struct hsock *s)
 {
 	struct pool *p = s->pool;
-	if (!p)
+	(void)h;
+	if (!s->as)
 		return;
-	/* the pages go back to the system; the range stays allocatable */
-	if (s->rx_off) {
-		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, s->rx_off, s->rx_size);
-		arena_release(p->alloc, s->rx_off, s->rx_size);
-	}
-	if (s->tx_off) {
-		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, s->tx_off, s->tx_size);
-		arena_release(p->alloc, s->tx_off, s->tx_size);
-	}
-	s->rx_off = s->tx_off = 0;
+	ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
+	s->tx_off = 0;
 	atomic_store(&s->as->state, SLOT_FREE);
 	s->as->gen = s->gen + 1;
 	p->slot_sid[s->slot] = 0;
-	p->nsocks--;
-	s->pool = NULL;
 	s->as = NULL;
-	(void)h;
 }
 
 static void listener_forget(struct hub *h, struct hsock *s)
@@ -184,6 +189,8 @@ static void hsock_free(struct hub *h, struct hsock *s)
 	if (s->state == HS_LISTENING)
 		listener_forget(h, s);
 	slot_release(h, s);
+	ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
+	p->nsocks--;
 	if (s->evfd >= 0)
 		close(s->evfd);
 	free(s->q);
@@ -191,8 +198,18 @@ static void hsock_free(struct hub *h, struct hsock *s)
 	h->socks[s->sid] = NULL;
 	h->nsocks--;
 	free(s);
-	if (p)
-		pool_maybe_free(h, p);
+}
+
+/* Released by every holder: wait for the peer's word before the receive
+ * ring can be reused, unless there is no peer to hear from. */
+static void linger(struct hub *h, struct hsock *s)
+{
+	uncount(s);
+	slot_release(h, s);
+	if (!s->link || !s->peer || s->link->state != LINK_UP)
+		hsock_free(h, s);
+	else
+		s->state = HS_LINGER;
 }
 
 /* ---- waking processes ---- */
@@ -243,8 +260,9 @@ static void send_simple(struct link *l, uint8_t op, uint32_t dst, uint32_t src, 
 
 static void send_reset(struct hsock *s)
 {
-	if (s->link && s->peer)
+	if (s->link && s->peer && !s->reset_sent)
 		send_simple(s->link, CTL_RESET, s->peer, tag_imm(s->sid, s->gen), 0);
+	s->reset_sent = 1;
 }
 
 /* ---- connect / listen / accept ---- */
@@ -290,6 +308,25 @@ static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
 			return l;
 	set_port(&hub_addr, h->port);
 	return hub_link_new_outgoing(h, &hub_addr);
+}
+
+/* Memory keys for the rings of s on its link's transport (verbs). */
+static int ring_keys(struct hub *h, struct hsock *s)
+{
+	uint32_t unused;
+	if (s->link->xp->ops->flags & XP_POSITIONAL)
+		return 0;
+	if (pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
+	    pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0)
+		return -1;
+	return 0;
+}
+
+static uint64_t rx_addr(struct hsock *s)
+{
+	if (s->link->xp->ops->flags & XP_POSITIONAL)
+		return 0;
+	return (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off);
 }
 
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
@@ -349,6 +386,15 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	s->as->peer = s->peer_addr;
 	c.src = tag_imm(s->sid, s->gen);
 	c.ring = (uint32_t)s->rx_size;
+	if (ring_keys(h, s) < 0) {
+		s->state = HS_FALLBACK; /* cannot register: let the kernel carry it */
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		hsock_wake(s);
+		return 0;
+	}
+	c.val = rx_addr(s);
+	c.rkey = s->rx_rkey;
 	s->connect_sent = 1;
 	send_ctl(s->link, &c, tag_make(s->sid, s->gen));
 	return 0;
@@ -417,7 +463,9 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 {
 	struct wire_ctl a = {.op = CTL_ACCEPT, .dst = c->src};
 	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
-	if (!s || q_push(ls, s->sid) < 0) {
+	if (s)
+		s->link = l;
+	if (!s || ring_keys(h, s) < 0 || q_push(ls, s->sid) < 0) {
 		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
 		if (s)
 			hsock_free(h, s);
@@ -428,7 +476,10 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 	s->link = l;
 	s->peer = c->src;
 	s->peer_ring = c->ring;
+	s->peer_raddr = c->val;
+	s->peer_rkey = c->rkey;
 	s->queued = 1;
+	s->accepted = 1;
 	s->listener = ls->sid;
 	s->counted = 1;
 	l->conns++;
@@ -453,6 +504,8 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 	atomic_store(&s->as->state, SLOT_ESTABLISHED);
 	a.src = tag_imm(s->sid, s->gen);
 	a.ring = (uint32_t)s->rx_size;
+	a.val = rx_addr(s);
+	a.rkey = s->rx_rkey;
 	send_ctl(l, &a, 0);
 	atomic_store(&ls->as->acceptq, ls->qlen);
 	hsock_wake(ls);
@@ -533,20 +586,31 @@ static void abort_sock(struct hub *h, struct hsock *s, const char *why)
 	if (s->nholders || s->queued)
 		set_closed(s, ECONNRESET);
 	else
-		hsock_free(h, s);
+		linger(h, s);
 }
 
 static void maybe_finish_close(struct hub *h, struct hsock *s)
 {
-	if (!s->closing || !s->fin_done || s->tx_done != s->fin_at)
+	if (!s->closing || !s->fin_done || s->tx_done != s->fin_at || s->state != HS_ESTABLISHED)
 		return;
-	uncount(s);
-	slot_release(h, s);
-	if (s->rx_fin || !s->link) {
+	if (s->rx_fin) {
 		hsock_free(h, s);
 		return;
 	}
-	s->state = HS_LINGER;
+	linger(h, s);
+}
+
+/* Where a write of n bytes at stream position pos lands at the peer; a
+ * write never crosses the end of the peer's ring. */
+static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n)
+{
+	uint64_t at;
+	if (s->link->xp->ops->flags & XP_POSITIONAL)
+		return pos;
+	at = pos & (s->peer_ring - 1);
+	if (*n > s->peer_ring - at)
+		*n = s->peer_ring - at;
+	return s->peer_raddr + at;
 }
 
 void hsock_tx(struct hub *h, struct hsock *s)
@@ -564,7 +628,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 	base = arena_bytes(s->pool->base, s->tx_off);
 	while (s->tx_posted < tail) {
 		uint64_t win = s->peer_head + s->peer_ring - s->tx_posted;
-		uint64_t n = tail - s->tx_posted;
+		uint64_t n = tail - s->tx_posted, raddr;
 		struct iovec iov[2];
 		int c, r;
 		if (!win)
@@ -573,9 +637,10 @@ void hsock_tx(struct hub *h, struct hsock *s)
 			n = win;
 		if (n > WIRE_MAX_WRITE)
 			n = WIRE_MAX_WRITE;
+		raddr = target(s, s->tx_posted, &n);
 		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
-		r = l->xp->ops->post_write_imm(l, tag_make(s->sid, s->gen), iov, c, s->tx_posted, 0,
-					       s->peer);
+		r = l->xp->ops->post_write_imm(l, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr,
+					       s->peer_rkey, s->peer);
 		if (r == -EAGAIN) {
 			txwait(s);
 			return;
@@ -631,8 +696,9 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 		for (uint32_t i = 0; i < s->qlen; i++) {
 			struct hsock *q = h->socks[s->q[i]];
 			if (q) {
+				q->queued = 0;
 				send_reset(q);
-				hsock_free(h, q);
+				linger(h, q);
 			}
 		}
 		s->qlen = 0;
@@ -648,10 +714,9 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 	case HS_ESTABLISHED: {
 		uint64_t head = ring_load(&s->as->rx.head);
 		if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
-			if (s->link)
-				log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
+			log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
 			send_reset(s);
-			hsock_free(h, s);
+			linger(h, s);
 			return;
 		}
 		s->closing = 1;
@@ -660,6 +725,24 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 		maybe_finish_close(h, s);
 		return;
 	}
+	case HS_CONNECTING:
+		/* an ACCEPT may be on its way: wait for it, answer RESET, then go */
+		if (s->connect_sent && s->link && s->link->state == LINK_UP) {
+			uncount(s);
+			slot_release(h, s);
+			s->state = HS_LINGER;
+			return;
+		}
+		hsock_free(h, s);
+		return;
+	case HS_CLOSED:
+		/* reset already: the peer said so, or will not hear from us again */
+		if (s->reset_sent && s->peer && s->link && s->link->state == LINK_UP) {
+			linger(h, s);
+			return;
+		}
+		hsock_free(h, s);
+		return;
 	default:
 		hsock_free(h, s);
 	}
@@ -667,28 +750,91 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 
 /* ---- incoming ---- */
 
-int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+/* The checks of an incoming write with immediate before (soft) or after
+ * (verbs) its payload lands; moves the expected position on success. */
+static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint64_t pos, uint32_t len,
+			      int *ret)
 {
-	struct hub *h = the_hub;
 	struct hsock *s = by_imm(h, imm);
+	*ret = 0;
 	if (!s) {
 		h->stale_dropped++;
-		return 0;
+		return NULL;
 	}
-	if (s->link != l)
-		return -1;
-	if (s->state == HS_LINGER || s->closing) {
+	if (s->link != l) {
+		*ret = -1;
+		return NULL;
+	}
+	if (s->state == HS_LINGER || s->closing || s->state == HS_CLOSED) {
 		/* data after our close: the kernel answers with RST */
-		send_reset(s);
-		hsock_free(h, s);
-		return 0;
+		if (s->state != HS_CLOSED)
+			send_reset(s);
+		return NULL;
 	}
 	if (s->state != HS_ESTABLISHED || !s->as)
-		return 0;
-	if (raddr != s->rx_expect || raddr + len > s->credit_sent + s->rx_size)
-		return -1; /* out of order or beyond the credit we gave */
+		return NULL;
+	if (pos != s->rx_expect || pos + len > s->credit_sent + s->rx_size) {
+		*ret = -1; /* out of order or beyond the credit we gave */
+		return NULL;
+	}
 	s->rx_expect += len;
+	*ret = 1;
+	return s;
+}
+
+int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+{
+	int ret;
+	struct hsock *s = rx_check(the_hub, l, imm, raddr, len, &ret);
+	if (!s)
+		return ret;
 	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
+}
+
+int hub_rx_written(struct link *l, uint32_t imm, uint32_t len)
+{
+	struct hsock *s = by_imm(the_hub, imm);
+	int ret;
+	rx_check(the_hub, l, imm, s ? s->rx_expect : 0, len, &ret);
+	return ret;
+}
+
+static void on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
+{
+	if (s->state == HS_LINGER) {
+		/* released while connecting: refuse it now */
+		s->peer = c->src;
+		send_reset(s);
+		return;
+	}
+	if (s->state != HS_CONNECTING) {
+		send_simple(l, CTL_RESET, c->src, 0, 0);
+		return;
+	}
+	s->state = HS_ESTABLISHED;
+	s->peer = c->src;
+	s->peer_ring = c->ring;
+	s->peer_raddr = c->val;
+	s->peer_rkey = c->rkey;
+	s->counted = 1;
+	l->conns++;
+	l->conns_total++;
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+	hsock_wake(s);
+	hsock_tx(h, s);
+}
+
+static void on_reset(struct hub *h, struct hsock *s)
+{
+	/* answer, so that the peer may reuse its ring; then it writes no more */
+	send_reset(s);
+	s->peer = 0;
+	if (s->state == HS_LINGER || (!s->nholders && !s->queued)) {
+		hsock_free(h, s);
+		return;
+	}
+	if (s->state == HS_ESTABLISHED || s->state == HS_CONNECTING)
+		set_closed(s, s->state == HS_CONNECTING ? ECONNREFUSED : s->rx_fin ? EPIPE : ECONNRESET);
 }
 
 void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
@@ -715,21 +861,13 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	}
 	switch (c.op) {
 	case CTL_ACCEPT:
-		if (s->state != HS_CONNECTING) {
-			send_simple(l, CTL_RESET, c.src, 0, 0);
-			return;
-		}
-		s->state = HS_ESTABLISHED;
-		s->peer = c.src;
-		s->peer_ring = c.ring;
-		s->counted = 1;
-		l->conns++;
-		l->conns_total++;
-		atomic_store(&s->as->state, SLOT_ESTABLISHED);
-		hsock_wake(s);
-		hsock_tx(h, s);
+		on_accept(h, l, s, &c);
 		break;
 	case CTL_REFUSE:
+		if (s->state == HS_LINGER) {
+			hsock_free(h, s);
+			return;
+		}
 		if (s->state != HS_CONNECTING)
 			return;
 		s->state = HS_FALLBACK;
@@ -740,7 +878,8 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	case CTL_FIN:
 		s->rx_fin = 1;
 		if (s->state == HS_LINGER) {
-			hsock_free(h, s);
+			if (!s->reset_sent)
+				hsock_free(h, s); /* else its answer to our RESET is coming */
 			return;
 		}
 		if (s->as)
@@ -749,14 +888,7 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		maybe_finish_close(h, s);
 		break;
 	case CTL_RESET:
-		s->peer = 0; /* nothing to answer */
-		if (s->state == HS_LINGER || (s->closing && !s->nholders)) {
-			hsock_free(h, s);
-			return;
-		}
-		if (s->state == HS_ESTABLISHED || s->state == HS_CONNECTING)
-			set_closed(s, s->state == HS_CONNECTING ? ECONNREFUSED
-					 : s->rx_fin ? EPIPE : ECONNRESET);
+		on_reset(h, s);
 		break;
 	case CTL_CREDIT:
 		if (c.val < s->peer_head || c.val > s->tx_posted) {
@@ -810,6 +942,7 @@ void hub_link_gone(struct hub *h, struct link *l)
 		default:
 			break;
 		}
+		uncount(s);
 		s->link = NULL;
 	}
 }
@@ -847,14 +980,14 @@ void hub_route(struct hub *h, const struct xwc *wc)
 		s = h->socks[tag_sid(wc->wr_id & ~WR_CTL)];
 		if (!s || !tag_live(wc->wr_id & ~WR_CTL, s->gen))
 			return;
-		if (s->fin_sent && !s->fin_done && s->state == HS_ESTABLISHED) {
+		if (s->fin_sent && !s->fin_done) {
 			s->fin_done = s->tx_posted == s->fin_at;
 			maybe_finish_close(h, s);
 		}
 		return;
 	case XWC_RECV_IMM:
 		s = by_imm(h, wc->imm);
-		if (!s || !s->as) {
+		if (!s || !s->as || s->state != HS_ESTABLISHED) {
 			h->stale_dropped++;
 			return;
 		}

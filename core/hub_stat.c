@@ -97,20 +97,21 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			sb_printf(&s, "%s{\"id\":%u,\"peer_node\":\"%016llx\",\"peer\":\"%s\",\"local\":\"%s\","
 				  "\"transport\":\"%s\",\"state\":\"%s\",\"direction\":\"%s\",\"connections\":%u,"
 				  "\"connections_total\":%llu,\"bytes_tx\":%llu,\"bytes_rx\":%llu,"
-				  "\"msgs_tx\":%llu,\"msgs_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu}",
+				  "\"msgs_tx\":%llu,\"msgs_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
+				  "\"device\":\"%s\",\"device_port\":%d,\"qpn\":%u}",
 				  first ? "" : ",", l->id, (unsigned long long)l->peer_node,
 				  addr_str(&l->peer_addr, a, sizeof(a)), addr_str(&l->local_addr, b, sizeof(b)),
 				  l->xp->ops->name, link_state(l->state), l->outgoing ? "out" : "in", l->conns,
 				  (unsigned long long)l->conns_total, (unsigned long long)l->bytes_tx,
 				  (unsigned long long)l->bytes_rx, (unsigned long long)l->msgs_tx,
 				  (unsigned long long)l->msgs_rx, (unsigned long long)l->cq_send,
-				  (unsigned long long)l->cq_recv);
+				  (unsigned long long)l->cq_recv, l->dev, l->dev_port, l->qpn);
 		sb_printf(&s, "],\"pools\":[");
 		first = 1;
 		for (struct pool *p = h->pools; p; p = p->next, first = 0)
 			sb_printf(&s, "%s{\"id\":%llu,\"processes\":%u,\"sockets\":%u,\"ring_bytes\":%llu}",
 				  first ? "" : ",", (unsigned long long)p->id, p->nprocs, p->nsocks,
-				  (unsigned long long)arena_in_use(p->alloc));
+				  (unsigned long long)arena_in_use(p->rx_alloc) + arena_in_use(p->tx_alloc));
 		sb_printf(&s, "],\"processes\":[");
 		first = 1;
 		for (struct proc *pr = h->procs; pr; pr = pr->next) {
@@ -173,7 +174,7 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 		sb_printf(&s, "\nPools\n%-6s %9s %8s %12s\n", "id", "processes", "sockets", "ring-bytes");
 		for (struct pool *p = h->pools; p; p = p->next)
 			sb_printf(&s, "%-6llu %9u %8u %12llu\n", (unsigned long long)p->id, p->nprocs, p->nsocks,
-				  (unsigned long long)arena_in_use(p->alloc));
+				  (unsigned long long)arena_in_use(p->rx_alloc) + arena_in_use(p->tx_alloc));
 		for (struct proc *pr = h->procs; pr; pr = pr->next)
 			nprocs += pr->pool != NULL;
 		sb_printf(&s, "\nProcesses: %u\n%-8s %-6s %s\n", nprocs, "pid", "pool", "sockets");

@@ -11,10 +11,20 @@
 #define RSHARE_MSG_H
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "arena.h"
 
 #define HUB_SOCK_NAME "rshare-hub"
+
+/* RSHARE_HUB_NAME picks another hub of the same network namespace (a hub
+ * per address, for tests of several nodes in one namespace). */
+static inline const char *hub_sock_name(void)
+{
+	const char *n = getenv("RSHARE_HUB_NAME");
+	return n && *n && strlen(n) < 100 ? n : HUB_SOCK_NAME;
+}
 
 enum msg_op {
 	MSG_HELLO = 1,  /* new pool: reply carries the arena memfd and pool eventfd */
@@ -27,7 +37,8 @@ enum msg_op {
 	MSG_RELEASE,    /* this process drops its reference (last close here) */
 	MSG_SHUTDOWN,   /* arg = SHUT_RD/SHUT_WR/SHUT_RDWR */
 	MSG_STAT,       /* arg 1: JSON, 0: text; reply: text until the hub closes */
-	MSG_MAX = MSG_STAT
+	MSG_PORTCHECK,  /* addr: -EADDRINUSE while an accepted connection holds its port */
+	MSG_MAX = MSG_PORTCHECK
 };
 
 struct msg_req {

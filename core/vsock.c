@@ -28,16 +28,34 @@ static void lock(pthread_mutex_t *m)
 		pthread_mutex_consistent(m); /* its owner died mid-copy: the counters were not moved */
 }
 
-/* Wait for the slot's futex word to move past seq.  -EINTR on a signal,
- * -ECONNRESET when the hub is gone. */
+int vs_restartable(void)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} ks;
+	for (int sig = 1; sig <= 64; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || sig == 32 || sig == 33)
+			continue;
+		if (syscall(SYS_rt_sigaction, sig, NULL, &ks, 8) < 0)
+			continue;
+		if (ks.handler != SIG_DFL && ks.handler != SIG_IGN && !(ks.flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+/* Wait for the slot's futex word to move past seq.  Without a timeout,
+ * so that the kernel itself restarts the wait after a handler installed
+ * with SA_RESTART and reports EINTR after any other, exactly as for a
+ * blocked recv on kernel TCP. */
 static int wait_seq(struct arena_slot *as, uint32_t seq)
 {
-	struct timespec ts = {1, 0};
-	long r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, &ts);
+	long r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
 	if (r < 0 && errno == EINTR)
 		return -EINTR;
-	if (r < 0 && errno == ETIMEDOUT && !cl_hub_alive())
-		return -ECONNRESET;
 	return 0;
 }
 
@@ -105,6 +123,16 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 	*gen = r.gen;
 	proc_refs[r.slot] = 1;
 	return 0;
+}
+
+int vs_port_in_use(const union sockaddr_any *addr)
+{
+	struct msg_req q = {.op = MSG_PORTCHECK};
+	struct msg_rep r;
+	q.addr = *addr;
+	if (cl_attach() < 0 || cl_rpc(&q, &r, -1) < 0)
+		return 0;
+	return r.status == -EADDRINUSE;
 }
 
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,

@@ -40,17 +40,28 @@ struct xwc {
 	struct link *link;
 };
 
+/* How a transport names the target of a write with immediate. */
+#define XP_POSITIONAL 0x1 /* raddr = stream position; the receiving hub places it (soft) */
+
+struct xmr {          /* a registered region */
+	void *handle;
+	uint32_t lkey, rkey;
+};
+
 struct xport_ops {
 	const char *name;
+	unsigned flags;
 	int (*init)(struct xport *xp, struct hub *hub, uint16_t port);
 	void (*fini)(struct xport *xp);
 	/* Start a link; the transport calls hub_link_up() or hub_link_down(). */
 	int (*link_connect)(struct xport *xp, struct link *l, const union sockaddr_any *peer);
 	void (*link_close)(struct link *l);
-	int (*reg_mr)(struct xport *xp, void *addr, size_t len, uint32_t *rkey);
+	/* remote: the peer may write there (receive rings only) */
+	int (*reg_mr)(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr);
+	void (*dereg_mr)(struct xport *xp, struct xmr *mr);
 	/* 0, or -EAGAIN when the link has no room now (hub_link_writable follows) */
 	int (*post_write_imm)(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
-			      uint64_t raddr, uint32_t rkey, uint32_t imm);
+			      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
 	int (*post_send)(struct link *l, uint64_t wr_id, const void *buf, uint32_t len);
 	int (*post_recv)(struct link *l, uint64_t wr_id, void *buf, uint32_t len);
 	int (*poll_cq)(struct xport *xp, struct xwc *wc, int max);
@@ -60,8 +71,10 @@ struct xport {
 	const struct xport_ops *ops;
 	struct hub *hub;
 	void *priv;
+	int up;               /* initialized and listening */
 };
 
 extern const struct xport_ops xport_soft_ops;
+extern const struct xport_ops xport_verbs_ops;
 
 #endif

@@ -210,11 +210,12 @@ static int post_frame(struct soft_link *sl, const struct wire_frame *f, const st
 }
 
 static int soft_post_write_imm(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
-			       uint64_t raddr, uint32_t rkey, uint32_t imm)
+			       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	struct soft_link *sl = SL(l);
 	struct wire_frame f = {.type = FR_WRITE_IMM, .imm = imm, .rkey = rkey, .raddr = raddr};
 	struct xwc wc = {.wr_id = wr_id, .op = XWC_WRITE, .link = l};
+	(void)lkey;
 	for (int i = 0; i < iovcnt; i++)
 		f.len += iov[i].iov_len;
 	if (sl->olen - sl->ooff + f.len > SOFT_OUT_MAX)
@@ -563,23 +564,33 @@ static void soft_fini(struct xport *xp)
 	}
 }
 
-static int soft_reg_mr(struct xport *xp, void *addr, size_t len, uint32_t *rkey)
+static int soft_reg_mr(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr)
 {
-	/* the hub checks every placement itself (hub_rx_target) */
+	/* nothing to pin: the hub checks every placement itself (hub_rx_target) */
 	(void)xp;
 	(void)addr;
 	(void)len;
-	*rkey = 0;
+	(void)remote;
+	mr->handle = NULL;
+	mr->lkey = mr->rkey = 0;
 	return 0;
+}
+
+static void soft_dereg_mr(struct xport *xp, struct xmr *mr)
+{
+	(void)xp;
+	(void)mr;
 }
 
 const struct xport_ops xport_soft_ops = {
 	.name = "soft",
+	.flags = XP_POSITIONAL,
 	.init = soft_init,
 	.fini = soft_fini,
 	.link_connect = soft_link_connect,
 	.link_close = soft_link_close,
 	.reg_mr = soft_reg_mr,
+	.dereg_mr = soft_dereg_mr,
 	.post_write_imm = soft_post_write_imm,
 	.post_send = soft_post_send,
 	.post_recv = soft_post_recv,

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "config.h"
 #include "sys.h"
 
 enum { FD_NONE = 0, FD_TCP, FD_RS, FD_LISTEN };
@@ -70,6 +71,7 @@ REAL(setsockopt);
 REAL(getsockopt);
 REAL(fcntl);
 REAL(ioctl);
+REAL(bind);
 REAL(dup);
 REAL(dup2);
 REAL(dup3);
@@ -89,7 +91,7 @@ __attribute__((constructor)) static void preload_init(void)
 	LOAD(read); LOAD(write); LOAD(recv); LOAD(send); LOAD(recvfrom); LOAD(sendto);
 	LOAD(recvmsg); LOAD(sendmsg); LOAD(readv); LOAD(writev); LOAD(close);
 	LOAD(shutdown); LOAD(getsockname); LOAD(getpeername); LOAD(setsockopt);
-	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl); LOAD(dup); LOAD(dup2); LOAD(dup3);
+	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl); LOAD(dup); LOAD(dup2); LOAD(dup3); LOAD(bind);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max > max)
 		max = rl.rlim_max > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_max;
 	/* untouched pages of the table cost nothing */
@@ -151,11 +153,46 @@ int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct pfd *p = pfd_get(fd);
+	int reuse = 0;
+	socklen_t rl = sizeof(reuse);
+	union sockaddr_any a;
+	int r = real_bind(fd, addr, len);
+	if (r < 0 || !p || p->kind != FD_TCP || cl.attached <= 0 || !addr ||
+	    len < sizeof(struct sockaddr_in))
+		return r;
+	/* an accepted rshare connection has no kernel socket on the port:
+	 * ask the hub, as the kernel would refuse while one is open */
+	if (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, &rl) == 0 && reuse)
+		return r;
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, addr, len < sizeof(a) ? len : sizeof(a));
+	if ((a.sa.sa_family == AF_INET && a.in.sin_port) || (a.sa.sa_family == AF_INET6 && a.in6.sin6_port)) {
+		if (vs_port_in_use(&a)) {
+			/* give the port back: a fresh socket of the same kind */
+			int nfd = real_socket(p->family, SOCK_STREAM, 0);
+			if (nfd >= 0) {
+				int fl = real_fcntl(fd, F_GETFL), fdfl = real_fcntl(fd, F_GETFD);
+				real_dup3(nfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+				real_close(nfd);
+				real_fcntl(fd, F_SETFL, fl);
+			}
+			errno = EADDRINUSE;
+			return -1;
+		}
+	}
+	return r;
+}
+
 int listen(int fd, int backlog)
 {
 	struct pfd *p = pfd_get(fd);
 	union sockaddr_any a;
 	socklen_t al = sizeof(a);
+	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
+		return real_listen(fd, backlog);
 	int ret = real_listen(fd, backlog), fl;
 	if (ret < 0 || !p || p->kind != FD_TCP)
 		return ret;
@@ -234,7 +271,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			return -1;
 		}
 		r = poll(pf, 2, -1);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && errno == EINTR && !vs_restartable())
 			return -1;
 	}
 }
@@ -263,6 +300,8 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	union sockaddr_any dst, local;
 	socklen_t ll = sizeof(local);
 	int r;
+	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_CONNECT, fd, addr, len, &p->rxsize, &p->txsize))
+		return real_connect(fd, addr, len);
 	if (!p || p->kind != FD_TCP || !addr ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))

@@ -8,6 +8,8 @@ set -euo pipefail
 
 pkgs=(
 	build-essential # gcc, make, libc headers
+	libibverbs-dev  # the verbs transport
+	librdmacm-dev   # rdma_cm, for the verbs transport
 	bats            # test scripts
 	jq              # reading `rshare stat --json` in tests
 	iproute2        # ip netns, veth, ss
@@ -15,6 +17,11 @@ pkgs=(
 	psmisc          # fuser, killall
 	man-db          # man --warnings
 	groff-base      # man page formatting
+	valgrind        # tests/hub-clean-under-valgrind.bats
+	qemu-system-x86 # tests/vm: Soft-RoCE guests (TCG)
+	debootstrap     # tests/vm/image.sh: the guest's root filesystem
+	e2fsprogs       # tests/vm/image.sh: mkfs.ext4 -d
+	util-linux      # tests/vm: flock, setsid
 )
 
 installed() {

@@ -1,0 +1,759 @@
+/*
+ * xport_verbs.c - the `verbs` transport: one RC queue pair per peer node,
+ * driven through libibverbs and librdmacm.
+ *
+ * One protection domain, one completion queue with a completion channel
+ * (the hub sleeps on its descriptor) and one shared receive queue serve
+ * every link.  A link is set up by rdma_cm on the hub's service port
+ * (RDMA_PS_TCP), the HELLO of each side riding in the connection's private
+ * data.  Writes with immediate go from the sender's send ring straight
+ * into the peer socket's receive ring (registered remote-writable by the
+ * peer hub, its address and key exchanged in CONNECT/ACCEPT); the hub
+ * never copies payload.  Control messages are inline sends.
+ *
+ * Selective signalling: every write is signalled (its completion frees
+ * send-ring space); control sends are signalled only every SIGNAL_EVERY
+ * or when the hub waits for them (FIN, CONNECT).  Each posted work request
+ * is remembered in order, and a signalled completion completes every
+ * request before it, as RC guarantees.  The send queue keeps CTRL_RESERVE
+ * entries for control messages; the shared receive queue is refilled on
+ * every completion and, past it, the RNR retry of the connection (7:
+ * forever) holds the sender back: nothing is dropped.  Any error
+ * completion means the QP is lost: the link is dropped (its connections
+ * reset) and the next connection builds a new one.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "hub.h"
+#include "log.h"
+
+#define SQ_DEPTH 512
+#define CTRL_RESERVE 32
+#define SIGNAL_EVERY 16
+#define SRQ_DEPTH 4096
+#define CQ_DEPTH 32768
+#define WR_CTL_BIT (1ull << 63)
+
+struct vpost {           /* a posted send, until a signalled one covers it */
+	uint64_t seq, wr_id;
+	uint32_t len;
+	enum xwc_op op;
+};
+
+struct vctl {            /* a control message waiting for send queue room */
+	uint64_t wr_id;
+	uint8_t msg[WIRE_CTL_LEN];
+};
+
+struct vrecv {
+	uint64_t wr_id;
+	void *buf;
+	uint32_t len;
+};
+
+struct vlink {
+	struct vx *vx;
+	struct link *l;
+	struct rdma_cm_id *id;
+	int closed, established;
+	uint64_t seq, done;    /* posted / completed send sequence */
+	struct vpost *fifo;
+	uint32_t f_head, f_n, f_cap;
+	struct vctl *pend;
+	uint32_t p_n, p_cap;
+	struct vrecv *rq;
+	uint32_t rq_head, rq_n, rq_cap;
+	uint32_t max_inline;
+	int want_room;
+	struct vlink *next;
+};
+
+struct vx {
+	struct hub *h;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *lid;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	uint8_t *rbufs;
+	struct ibv_mr *rmr;
+	struct hub_ev cm_ev, cq_ev;
+	struct xwc *q;
+	uint32_t q_head, q_n, q_cap;
+	struct vlink *links;
+	struct vlink **dead;
+	uint32_t ndead, dead_cap;
+	unsigned unacked;
+};
+
+static struct vlink *VL(struct link *l) { return l->xpriv; }
+
+static void q_push(struct vx *vx, const struct xwc *wc)
+{
+	if (vx->q_head + vx->q_n == vx->q_cap) {
+		if (vx->q_head) {
+			memmove(vx->q, vx->q + vx->q_head, vx->q_n * sizeof(*vx->q));
+			vx->q_head = 0;
+		} else {
+			uint32_t cap = vx->q_cap ? vx->q_cap * 2 : 1024;
+			struct xwc *n = realloc(vx->q, cap * sizeof(*n));
+			if (!n)
+				abort(); /* a lost completion would corrupt a stream */
+			vx->q = n;
+			vx->q_cap = cap;
+		}
+	}
+	vx->q[vx->q_head + vx->q_n++] = *wc;
+}
+
+static void fail(struct vlink *vl, const char *why)
+{
+	if (!vl->closed)
+		hub_link_fail(vl->l, why);
+}
+
+static int post_srq(struct vx *vx, uint32_t i)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(vx->rbufs + (size_t)i * WIRE_CTL_LEN),
+			      .length = WIRE_CTL_LEN, .lkey = vx->rmr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
+	return ibv_post_srq_recv(vx->srq, &wr, &bad);
+}
+
+static int fifo_push(struct vlink *vl, uint64_t wr_id, uint32_t len, enum xwc_op op)
+{
+	if (vl->f_n == vl->f_cap) {
+		uint32_t cap = vl->f_cap ? vl->f_cap * 2 : SQ_DEPTH;
+		struct vpost *n = malloc(cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < vl->f_n; i++)
+			n[i] = vl->fifo[(vl->f_head + i) % vl->f_cap];
+		free(vl->fifo);
+		vl->fifo = n;
+		vl->f_head = 0;
+		vl->f_cap = cap;
+	}
+	vl->fifo[(vl->f_head + vl->f_n) % vl->f_cap] =
+		(struct vpost){.seq = vl->seq, .wr_id = wr_id, .len = len, .op = op};
+	vl->f_n++;
+	return 0;
+}
+
+static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32_t len, int must_signal)
+{
+	struct ibv_send_wr *bad;
+	int r;
+	vl->seq++;
+	wr->wr_id = vl->seq;
+	if (must_signal || vl->seq % SIGNAL_EVERY == 0)
+		wr->send_flags |= IBV_SEND_SIGNALED;
+	if (len <= vl->max_inline)
+		wr->send_flags |= IBV_SEND_INLINE;
+	if (fifo_push(vl, wr_id, len, wr->opcode == IBV_WR_SEND ? XWC_SEND : XWC_WRITE) < 0) {
+		vl->seq--;
+		return -ENOMEM;
+	}
+	r = ibv_post_send(vl->id->qp, wr, &bad);
+	if (r) {
+		vl->seq--;
+		vl->f_n--;
+		return -r;
+	}
+	return 0;
+}
+
+static int verbs_post_write_imm(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
+				uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	struct vlink *vl = VL(l);
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr = {.sg_list = sge, .num_sge = iovcnt,
+				 .opcode = IBV_WR_RDMA_WRITE_WITH_IMM};
+	uint32_t len = 0;
+	if (!vl || vl->closed || !vl->established)
+		return -ENOTCONN;
+	if (vl->seq - vl->done >= SQ_DEPTH - CTRL_RESERVE) {
+		vl->want_room = 1;
+		return -EAGAIN;
+	}
+	for (int i = 0; i < iovcnt && i < 2; i++) {
+		sge[i].addr = (uintptr_t)iov[i].iov_base;
+		sge[i].length = (uint32_t)iov[i].iov_len;
+		sge[i].lkey = lkey;
+		len += sge[i].length;
+	}
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	/* every write is signalled: its completion frees send-ring space */
+	return post(vl, &wr, wr_id, len, 1);
+}
+
+static int send_ctl_now(struct vlink *vl, uint64_t wr_id, const uint8_t *msg)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)msg, .length = WIRE_CTL_LEN};
+	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
+	/* inline: the message is copied at post time, no key needed */
+	return post(vl, &wr, wr_id, WIRE_CTL_LEN, (wr_id & ~WR_CTL_BIT) != 0);
+}
+
+static void flush_pending(struct vlink *vl)
+{
+	uint32_t i = 0;
+	while (i < vl->p_n && vl->seq - vl->done < SQ_DEPTH) {
+		if (send_ctl_now(vl, vl->pend[i].wr_id, vl->pend[i].msg) < 0) {
+			fail(vl, "cannot post a control message");
+			return;
+		}
+		i++;
+	}
+	memmove(vl->pend, vl->pend + i, (vl->p_n - i) * sizeof(*vl->pend));
+	vl->p_n -= i;
+}
+
+static int verbs_post_send(struct link *l, uint64_t wr_id, const void *buf, uint32_t len)
+{
+	struct vlink *vl = VL(l);
+	if (!vl || vl->closed || !vl->established || len != WIRE_CTL_LEN)
+		return -ENOTCONN;
+	if (vl->p_n || vl->seq - vl->done >= SQ_DEPTH) {
+		if (vl->p_n == vl->p_cap) {
+			uint32_t cap = vl->p_cap ? vl->p_cap * 2 : 64;
+			struct vctl *n = realloc(vl->pend, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			vl->pend = n;
+			vl->p_cap = cap;
+		}
+		vl->pend[vl->p_n].wr_id = wr_id;
+		memcpy(vl->pend[vl->p_n].msg, buf, WIRE_CTL_LEN);
+		vl->p_n++;
+		return 0;
+	}
+	return send_ctl_now(vl, wr_id, buf);
+}
+
+static int verbs_post_recv(struct link *l, uint64_t wr_id, void *buf, uint32_t len)
+{
+	struct vlink *vl = VL(l);
+	if (!vl || vl->closed)
+		return -ENOTCONN;
+	if (vl->rq_n == vl->rq_cap) {
+		uint32_t cap = vl->rq_cap ? vl->rq_cap * 2 : HUB_CTL_RECVS;
+		struct vrecv *n = malloc(cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < vl->rq_n; i++)
+			n[i] = vl->rq[(vl->rq_head + i) % vl->rq_cap];
+		free(vl->rq);
+		vl->rq = n;
+		vl->rq_head = 0;
+		vl->rq_cap = cap;
+	}
+	vl->rq[(vl->rq_head + vl->rq_n) % vl->rq_cap] = (struct vrecv){wr_id, buf, len};
+	vl->rq_n++;
+	return 0;
+}
+
+static struct vlink *by_qpn(struct vx *vx, uint32_t qpn)
+{
+	for (struct vlink *vl = vx->links; vl; vl = vl->next)
+		if (vl->id && vl->id->qp && vl->id->qp->qp_num == qpn)
+			return vl;
+	return NULL;
+}
+
+/* A signalled completion completes every request posted before it. */
+static void complete_upto(struct vlink *vl, uint64_t seq)
+{
+	while (vl->f_n && vl->fifo[vl->f_head].seq <= seq) {
+		struct vpost *p = &vl->fifo[vl->f_head];
+		struct xwc wc = {.wr_id = p->wr_id, .op = p->op, .byte_len = p->len, .link = vl->l};
+		if (p->op == XWC_WRITE || (p->wr_id & ~WR_CTL_BIT))
+			q_push(vl->vx, &wc);
+		vl->f_head = (vl->f_head + 1) % vl->f_cap;
+		vl->f_n--;
+	}
+	vl->done = seq;
+	flush_pending(vl);
+	if (!vl->closed && vl->want_room && vl->seq - vl->done < SQ_DEPTH / 2) {
+		vl->want_room = 0;
+		hub_link_writable(vl->l);
+	}
+}
+
+static void on_wc(struct vx *vx, struct ibv_wc *w)
+{
+	int is_recv = w->opcode & IBV_WC_RECV;
+	struct vlink *vl = by_qpn(vx, w->qp_num);
+	if (is_recv && w->wr_id < SRQ_DEPTH && post_srq(vx, (uint32_t)w->wr_id))
+		log_error("verbs: cannot refill the shared receive queue");
+	if (!vl || vl->closed)
+		return; /* left over from a link already gone */
+	if (w->status != IBV_WC_SUCCESS) {
+		char why[96];
+		snprintf(why, sizeof(why), "completion error: %s", ibv_wc_status_str(w->status));
+		fail(vl, why);
+		return;
+	}
+	if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		uint32_t imm = ntohl(w->imm_data);
+		int r = hub_rx_written(vl->l, imm, w->byte_len);
+		if (r < 0) {
+			vx->h->malformed++;
+			fail(vl, "write outside its socket's ring window");
+			return;
+		}
+		if (r > 0) {
+			struct xwc wc = {.op = XWC_RECV_IMM, .imm = imm, .byte_len = w->byte_len, .link = vl->l};
+			q_push(vx, &wc);
+		}
+	} else if (w->opcode == IBV_WC_RECV) {
+		struct vrecv *r;
+		struct xwc wc = {.op = XWC_RECV, .byte_len = w->byte_len, .link = vl->l};
+		if (!vl->rq_n) {
+			fail(vl, "control messages overran the receives posted");
+			return;
+		}
+		r = &vl->rq[vl->rq_head];
+		vl->rq_head = (vl->rq_head + 1) % vl->rq_cap;
+		vl->rq_n--;
+		memcpy(r->buf, vx->rbufs + (size_t)w->wr_id * WIRE_CTL_LEN,
+		       w->byte_len < r->len ? w->byte_len : r->len);
+		wc.wr_id = r->wr_id;
+		q_push(vx, &wc);
+	} else {
+		complete_upto(vl, w->wr_id);
+	}
+}
+
+static void destroy_dead(struct vx *vx)
+{
+	for (uint32_t i = 0; i < vx->ndead; i++) {
+		struct vlink *vl = vx->dead[i];
+		if (vl->id) {
+			if (vl->id->qp)
+				rdma_destroy_qp(vl->id);
+			rdma_destroy_id(vl->id);
+		}
+		free(vl->fifo);
+		free(vl->pend);
+		free(vl->rq);
+		free(vl);
+	}
+	vx->ndead = 0;
+}
+
+static int verbs_poll_cq(struct xport *xp, struct xwc *wc, int max)
+{
+	struct vx *vx = xp->priv;
+	struct ibv_wc w[32];
+	int n;
+	destroy_dead(vx);
+	while (vx->q_n < (uint32_t)max && (n = ibv_poll_cq(vx->cq, 32, w)) > 0)
+		for (int i = 0; i < n; i++)
+			on_wc(vx, &w[i]);
+	n = 0;
+	while (n < max && vx->q_n) {
+		wc[n++] = vx->q[vx->q_head++];
+		vx->q_n--;
+	}
+	if (!vx->q_n)
+		vx->q_head = 0;
+	return n;
+}
+
+static void cq_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct vx *vx = (struct vx *)((char *)ev - offsetof(struct vx, cq_ev));
+	struct ibv_cq *cq;
+	void *ctx;
+	(void)h;
+	(void)events;
+	while (ibv_get_cq_event(vx->cc, &cq, &ctx) == 0)
+		vx->unacked++;
+	if (vx->unacked >= 64) {
+		ibv_ack_cq_events(vx->cq, vx->unacked);
+		vx->unacked = 0;
+	}
+	/* armed again before the hub polls: nothing slips between */
+	ibv_req_notify_cq(vx->cq, 0);
+}
+
+static void hello_param(struct vx *vx, struct rdma_conn_param *p, uint8_t *buf)
+{
+	struct wire_hello hh = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .node_id = vx->h->node_id,
+				.max_write = WIRE_MAX_WRITE};
+	wire_hello_encode(&hh, buf);
+	memset(p, 0, sizeof(*p));
+	p->private_data = buf;
+	p->private_data_len = WIRE_HELLO_LEN;
+	p->responder_resources = 1;
+	p->initiator_depth = 1;
+	p->retry_count = 7;
+	p->rnr_retry_count = 7; /* forever: a full receive queue delays, never drops */
+}
+
+static int make_qp(struct vx *vx, struct vlink *vl)
+{
+	struct ibv_qp_init_attr a = {.send_cq = vx->cq, .recv_cq = vx->cq, .srq = vx->srq,
+				     .qp_type = IBV_QPT_RC, .sq_sig_all = 0};
+	a.cap.max_send_wr = SQ_DEPTH;
+	a.cap.max_send_sge = 2;
+	a.cap.max_inline_data = 256;
+	if (rdma_create_qp(vl->id, vx->pd, &a) < 0) {
+		a.cap.max_inline_data = WIRE_CTL_LEN;
+		if (rdma_create_qp(vl->id, vx->pd, &a) < 0)
+			return -1;
+	}
+	vl->max_inline = a.cap.max_inline_data;
+	vl->l->qpn = vl->id->qp->qp_num;
+	vl->l->dev_port = vl->id->port_num;
+	snprintf(vl->l->dev, sizeof(vl->l->dev), "%s", ibv_get_device_name(vx->ctx->device));
+	return 0;
+}
+
+static struct vlink *vl_new(struct vx *vx, struct link *l, struct rdma_cm_id *id)
+{
+	struct vlink *vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return NULL;
+	vl->vx = vx;
+	vl->l = l;
+	vl->id = id;
+	if (id)
+		id->context = vl;
+	l->xpriv = vl;
+	vl->next = vx->links;
+	vx->links = vl;
+	return vl;
+}
+
+static void on_request(struct vx *vx, struct rdma_cm_event *e)
+{
+	struct rdma_cm_id *id = e->id;
+	struct wire_hello hh;
+	const char *why;
+	union sockaddr_any peer, local;
+	struct link *l;
+	struct vlink *vl;
+	struct rdma_conn_param p;
+	uint8_t buf[WIRE_HELLO_LEN];
+	if (!e->param.conn.private_data ||
+	    wire_hello_decode(e->param.conn.private_data, e->param.conn.private_data_len < WIRE_HELLO_LEN
+			      ? e->param.conn.private_data_len : WIRE_HELLO_LEN, &hh, &why) < 0) {
+		vx->h->malformed++;
+		log_warn("verbs: connection request refused: %s", e->param.conn.private_data ? why : "no hello");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	if (id->verbs != vx->ctx) {
+		log_warn("verbs: connection request on another device refused");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	memset(&peer, 0, sizeof(peer));
+	memset(&local, 0, sizeof(local));
+	memcpy(&peer, rdma_get_peer_addr(id), sizeof(struct sockaddr_in6));
+	memcpy(&local, rdma_get_local_addr(id), sizeof(struct sockaddr_in6));
+	wire_addr_unmap(&peer);
+	wire_addr_unmap(&local);
+	l = hub_link_accepted(vx->h, &vx->h->verbs, &peer, &local);
+	if (!l) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	l->peer_node = hh.node_id;
+	vl = vl_new(vx, l, id);
+	if (!vl || make_qp(vx, vl) < 0) {
+		if (vl)
+			vl->id = NULL;
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		hub_link_fail(l, "cannot create a queue pair");
+		return;
+	}
+	hello_param(vx, &p, buf);
+	if (rdma_accept(id, &p) < 0)
+		fail(vl, "rdma_accept failed");
+}
+
+static void on_cm(struct vx *vx, struct rdma_cm_event *e)
+{
+	struct vlink *vl = e->id->context;
+	struct rdma_conn_param p;
+	uint8_t buf[WIRE_HELLO_LEN];
+	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		on_request(vx, e);
+		return;
+	}
+	if (!vl || vl->closed)
+		return;
+	switch (e->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (e->id->verbs != vx->ctx) {
+			fail(vl, "peer not reachable through our RDMA device");
+			break;
+		}
+		if (rdma_resolve_route(e->id, 2000) < 0)
+			fail(vl, "rdma_resolve_route failed");
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (make_qp(vx, vl) < 0) {
+			fail(vl, "cannot create a queue pair");
+			break;
+		}
+		hello_param(vx, &p, buf);
+		if (rdma_connect(e->id, &p) < 0)
+			fail(vl, "rdma_connect failed");
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED: {
+		struct wire_hello hh;
+		const char *why = NULL;
+		if (vl->l->outgoing) {
+			if (!e->param.conn.private_data ||
+			    wire_hello_decode(e->param.conn.private_data, WIRE_HELLO_LEN, &hh, &why) < 0) {
+				vx->h->malformed++;
+				fail(vl, why ? why : "no hello from the peer");
+				break;
+			}
+		} else {
+			hh.node_id = vl->l->peer_node;
+		}
+		if (!vl->l->local_addr.sa.sa_family) {
+			memcpy(&vl->l->local_addr, rdma_get_local_addr(e->id), sizeof(struct sockaddr_in6));
+			wire_addr_unmap(&vl->l->local_addr);
+		}
+		vl->established = 1;
+		hub_link_up(vl->l, hh.node_id);
+		break;
+	}
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		fail(vl, "address resolution failed");
+		break;
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		fail(vl, "route resolution failed");
+		break;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		fail(vl, "peer unreachable");
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		fail(vl, "rejected: no rshare hub there");
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		fail(vl, "connect error");
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		fail(vl, "peer disconnected");
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		fail(vl, "device removed");
+		break;
+	default:
+		break;
+	}
+}
+
+static void cm_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct vx *vx = (struct vx *)((char *)ev - offsetof(struct vx, cm_ev));
+	struct rdma_cm_event *e;
+	(void)h;
+	(void)events;
+	while (rdma_get_cm_event(vx->ch, &e) == 0) {
+		struct rdma_cm_event copy = *e;
+		uint8_t pd[64];
+		/* work on a copy: the id of a refused request is destroyed, and
+		 * an event must be acked before its id goes */
+		if (copy.param.conn.private_data && copy.param.conn.private_data_len) {
+			size_t n = copy.param.conn.private_data_len;
+			memcpy(pd, copy.param.conn.private_data, n < sizeof(pd) ? n : sizeof(pd));
+			copy.param.conn.private_data = pd;
+		}
+		rdma_ack_cm_event(e);
+		on_cm(vx, &copy);
+	}
+	destroy_dead(vx);
+}
+
+static int verbs_link_connect(struct xport *xp, struct link *l, const union sockaddr_any *peer)
+{
+	struct vx *vx = xp->priv;
+	struct vlink *vl = vl_new(vx, l, NULL);
+	union sockaddr_any src = vx->h->bind_addr;
+	if (!vl)
+		return -1;
+	if (rdma_create_id(vx->ch, &vl->id, vl, RDMA_PS_TCP) < 0) {
+		vl->id = NULL;
+		return -1;
+	}
+	if (rdma_resolve_addr(vl->id, src.sa.sa_family ? &src.sa : NULL, (struct sockaddr *)&peer->sa,
+			      2000) < 0)
+		return -1;
+	return 0;
+}
+
+static void verbs_link_close(struct link *l)
+{
+	struct vlink *vl = VL(l), **pp;
+	struct vx *vx;
+	uint32_t k = 0;
+	if (!vl || vl->closed)
+		return;
+	vx = vl->vx;
+	vl->closed = 1;
+	if (vl->id && vl->established)
+		rdma_disconnect(vl->id);
+	for (pp = &vx->links; *pp; pp = &(*pp)->next)
+		if (*pp == vl) {
+			*pp = vl->next;
+			break;
+		}
+	for (uint32_t i = 0; i < vx->q_n; i++)
+		if (vx->q[vx->q_head + i].link != l)
+			vx->q[vx->q_head + k++] = vx->q[vx->q_head + i];
+	vx->q_n = k;
+	l->xpriv = NULL;
+	if (vl->id)
+		vl->id->context = NULL;
+	/* destroyed once the current cm event is acked */
+	if (vx->ndead == vx->dead_cap) {
+		uint32_t cap = vx->dead_cap ? vx->dead_cap * 2 : 16;
+		struct vlink **n = realloc(vx->dead, cap * sizeof(*n));
+		if (!n)
+			return; /* leak the id rather than destroy it under an event */
+		vx->dead = n;
+		vx->dead_cap = cap;
+	}
+	vx->dead[vx->ndead++] = vl;
+}
+
+static int verbs_reg_mr(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr)
+{
+	struct vx *vx = xp->priv;
+	int acc = IBV_ACCESS_LOCAL_WRITE | (remote ? IBV_ACCESS_REMOTE_WRITE : 0);
+	struct ibv_mr *m = ibv_reg_mr(vx->pd, addr, len, acc);
+	if (!m) {
+		log_error("verbs: cannot register %zu bytes: %s", len, strerror(errno));
+		return -1;
+	}
+	mr->handle = m;
+	mr->lkey = m->lkey;
+	mr->rkey = remote ? m->rkey : 0;
+	return 0;
+}
+
+static void verbs_dereg_mr(struct xport *xp, struct xmr *mr)
+{
+	(void)xp;
+	if (mr->handle)
+		ibv_dereg_mr(mr->handle);
+	mr->handle = NULL;
+}
+
+static int verbs_init(struct xport *xp, struct hub *h, uint16_t port)
+{
+	struct vx *vx = calloc(1, sizeof(*vx));
+	struct ibv_context **devs;
+	int ndev = 0;
+	union sockaddr_any any;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = SRQ_DEPTH, .max_sge = 1}};
+	if (!vx)
+		return -1;
+	xp->priv = vx;
+	xp->hub = h;
+	vx->h = h;
+	devs = rdma_get_devices(&ndev);
+	if (!devs || ndev == 0) {
+		if (devs)
+			rdma_free_devices(devs);
+		errno = ENODEV;
+		return -1;
+	}
+	vx->ctx = devs[0];
+	rdma_free_devices(devs);
+	vx->pd = ibv_alloc_pd(vx->ctx);
+	vx->cc = vx->pd ? ibv_create_comp_channel(vx->ctx) : NULL;
+	vx->cq = vx->cc ? ibv_create_cq(vx->ctx, CQ_DEPTH, NULL, vx->cc, 0) : NULL;
+	if (!vx->cq && vx->cc)
+		vx->cq = ibv_create_cq(vx->ctx, 4096, NULL, vx->cc, 0);
+	vx->srq = vx->pd ? ibv_create_srq(vx->pd, &sa) : NULL;
+	vx->rbufs = calloc(SRQ_DEPTH, WIRE_CTL_LEN);
+	if (!vx->cq || !vx->srq || !vx->rbufs)
+		return -1;
+	vx->rmr = ibv_reg_mr(vx->pd, vx->rbufs, (size_t)SRQ_DEPTH * WIRE_CTL_LEN, IBV_ACCESS_LOCAL_WRITE);
+	if (!vx->rmr)
+		return -1;
+	for (uint32_t i = 0; i < SRQ_DEPTH; i++)
+		if (post_srq(vx, i))
+			return -1;
+	vx->ch = rdma_create_event_channel();
+	if (!vx->ch)
+		return -1;
+	fcntl(vx->ch->fd, F_SETFL, fcntl(vx->ch->fd, F_GETFL) | O_NONBLOCK);
+	fcntl(vx->cc->fd, F_SETFL, fcntl(vx->cc->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_create_id(vx->ch, &vx->lid, NULL, RDMA_PS_TCP) < 0)
+		return -1;
+	any = h->bind_addr;
+	if (!any.sa.sa_family) {
+		memset(&any, 0, sizeof(any));
+		any.in.sin_family = AF_INET;
+	}
+	if (any.sa.sa_family == AF_INET)
+		any.in.sin_port = htons(port);
+	else
+		any.in6.sin6_port = htons(port);
+	if (rdma_bind_addr(vx->lid, &any.sa) < 0 || rdma_listen(vx->lid, 512) < 0)
+		return -1;
+	if (ibv_req_notify_cq(vx->cq, 0))
+		return -1;
+	vx->cm_ev.fn = cm_event;
+	vx->cq_ev.fn = cq_event;
+	if (hub_watch(h, vx->ch->fd, EPOLLIN, &vx->cm_ev) < 0 ||
+	    hub_watch(h, vx->cc->fd, EPOLLIN, &vx->cq_ev) < 0)
+		return -1;
+	log_info("verbs: device %s, service port %u", ibv_get_device_name(vx->ctx->device), port);
+	return 0;
+}
+
+static void verbs_fini(struct xport *xp)
+{
+	struct vx *vx = xp->priv;
+	if (!vx)
+		return;
+	destroy_dead(vx);
+	if (vx->lid)
+		rdma_destroy_id(vx->lid);
+	if (vx->ch)
+		rdma_destroy_event_channel(vx->ch);
+}
+
+const struct xport_ops xport_verbs_ops = {
+	.name = "verbs",
+	.flags = 0,
+	.init = verbs_init,
+	.fini = verbs_fini,
+	.link_connect = verbs_link_connect,
+	.link_close = verbs_link_close,
+	.reg_mr = verbs_reg_mr,
+	.dereg_mr = verbs_dereg_mr,
+	.post_write_imm = verbs_post_write_imm,
+	.post_send = verbs_post_send,
+	.post_recv = verbs_post_recv,
+	.poll_cq = verbs_poll_cq,
+};

@@ -1,0 +1,117 @@
+#!/usr/bin/env bats
+# A client on node B blocks in recv() on an rshare connection to a server
+# on node A that sends nothing.  SIGALRM, with a handler installed by
+# sigaction without SA_RESTART, ends that recv() with -1/EINTR, as on
+# kernel TCP; the connection then still carries bytes (checked), and the
+# hubs' stat shows it was an rshare connection.  With SA_RESTART the
+# kernel restarts recv(), and rshare must do the same.  Each case runs the
+# same programs without the preload first, as the reference.
+
+load lib
+
+setup() {
+	rs_require eintr-recv
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+# run_pair NAME PORT [--rshare] [CLIENT-OPTIONS...]: server on A, client on
+# B holding the connection until $RS_TMP/NAME.hold; waits for "received".
+run_pair() {
+	local name=$1 port=$2 pre=()
+	shift 2
+	if [[ ${1:-} == --rshare ]]; then
+		pre=(--rshare)
+		shift
+	fi
+	rs_bg "$name-server" "$NS_A" "${pre[@]}" "$RS_BIN/eintr-recv" server "$port"
+	SERVER_PID=$RS_LASTPID
+	rs_wait_ready "$name-server"
+	rs_bg "$name-client" "$NS_B" "${pre[@]}" "$RS_BIN/eintr-recv" client "$@" -w "$RS_TMP/$name.hold" \
+		$ADDR_A "$port"
+	CLIENT_PID=$RS_LASTPID
+	rs_wait_file "$RS_TMP/$name-client.out" '^received 100000 verified$' 1 8
+}
+
+# finish NAME: release the client, both must exit 0
+finish() {
+	touch "$RS_TMP/$1.hold"
+	rs_wait_pid "$CLIENT_PID" 20 || rs_fail "$1 client exit $?: $(cat "$RS_TMP/$1-client.err")"
+	rs_wait_pid "$SERVER_PID" 20 || rs_fail "$1 server exit $?: $(cat "$RS_TMP/$1-server.err")"
+	grep -q '^server done$' "$RS_TMP/$1-server.out" || rs_fail "$1 server did not see EOF"
+}
+
+# the outcome word and handler count: "eintr 1", "data 1"
+outcome() {
+	sed -n 's/^outcome \([a-z]*\) after .* s, handler ran \([0-9]*\)$/\1 \2/p' "$RS_TMP/$1-client.out"
+}
+
+# check_rshare PORT: the client's socket on B was an rshare connection to
+# PORT on A that received all 100000 bytes, matched by its peer on A
+check_rshare() {
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the connection was on rshare" \
+		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" --argjson port "$1" '
+		$a[0] as $A | $b[0] as $B |
+		fail($B.counters.fallback_connects == 0; "B fell back to kernel TCP"),
+		fail($B.links|length == 1 and $B.links[0].state == "up"; "B links \($B.links)"),
+		[$B.sockets[] | select(.state == "established" and (.peer|port_of) == $port)] as $cs |
+		fail($cs|length == 1; "B has \($cs|length) established sockets to port \($port), want 1"),
+		($cs[0] // {}) as $x |
+		fail($x.link == $B.links[0].id; "client socket on link \($x.link)"),
+		fail($x.bytes_rx == 100000 and $x.bytes_tx == 1;
+		     "client socket bytes_rx \($x.bytes_rx) bytes_tx \($x.bytes_tx), want 100000 and 1"),
+		([$A.sockets[] | select(.sid == $x.peer_sid)][0] // {}) as $y |
+		fail($y.peer_sid == $x.sid and $y.bytes_tx == 100000;
+		     "A peer socket \($y.sid // "none") peer_sid \($y.peer_sid) bytes_tx \($y.bytes_tx)")'
+}
+
+# between LO and HI seconds: the client's recv() blocked until the alarm
+blocked_for() {
+	local dt
+	dt=$(sed -n 's/^outcome [a-z]* after \([0-9.]*\) s.*/\1/p' "$RS_TMP/$1-client.out")
+	awk -v d="${dt:-0}" -v lo="$2" -v hi="$3" 'BEGIN { exit !(d >= lo && d <= hi) }'
+}
+
+@test "blocked recv without SA_RESTART returns EINTR on SIGALRM, then the connection still works" {
+	run_pair plain 7201 -a 1500
+	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish plain
+
+	run_pair rs 7202 --rshare -a 1500
+	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	blocked_for rs 1.4 2.0 || rs_fail "rshare recv did not block until the alarm: $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7202
+	finish rs
+}
+
+# alarm(1) expires together with the 1 s timeout of the wait inside the
+# preloaded recv(): the signal must still end the recv().
+@test "blocked recv without SA_RESTART returns EINTR on the SIGALRM of alarm(1)" {
+	run_pair plain 7205
+	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish plain
+
+	run_pair rs 7206 --rshare
+	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	blocked_for rs 0.9 1.5 || rs_fail "rshare recv did not block until the alarm: $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7206
+	finish rs
+}
+
+@test "blocked recv with SA_RESTART is restarted after SIGALRM, as on kernel TCP" {
+	run_pair plain 7203 -R -a 1500
+	[[ $(outcome plain) == "data 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish plain
+
+	run_pair rs 7204 --rshare -R -a 1500
+	[[ $(outcome rs) == "$(outcome plain)" ]] ||
+		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$(outcome plain)': $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7204
+	finish rs
+}

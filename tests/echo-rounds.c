@@ -1,0 +1,107 @@
+/*
+ * echo-rounds -c CONNS [-s SEED] [-m MAXSIZE] [-r ROUNDS] [-g GOFILE] HOST PORT
+ *
+ * Opens CONNS connections to an echo server and keeps them open over
+ * ROUNDS rounds (default 2).  In each round every connection sends one
+ * message of random size 1..MAXSIZE bytes (default and at most 64 KiB, so
+ * that it always fits in flight) and reads the echo back, checking every
+ * byte against the connection's deterministic stream.  Round 0 starts at
+ * once; round K > 0 starts when the file GOFILE.K exists (at most 120 s).
+ *
+ * Prints "round K ok conns=N bytes=B" after each round (B: the bytes
+ * echoed and checked in that round), and "done" once every connection shut
+ * down its sending side and saw EOF right after its last echoed byte.
+ * Exit 0 all verified; 1 any error or mismatch (the message says which).
+ */
+#include "helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+int main(int argc, char **argv)
+{
+	int nconns = 1, rounds = 2, opt;
+	uint64_t maxsize = 64 << 10, base_seed = 1;
+	const char *go = NULL;
+	while ((opt = getopt(argc, argv, "c:s:m:r:g:")) != -1) {
+		switch (opt) {
+		case 'c': nconns = atoi(optarg); break;
+		case 's': base_seed = strtoull(optarg, NULL, 0); break;
+		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 'g': go = optarg; break;
+		default: goto usage;
+		}
+	}
+	if (optind != argc - 2 || nconns < 1 || rounds < 1 || maxsize < 1 || maxsize > (64 << 10) ||
+	    (rounds > 1 && !go))
+		goto usage;
+	signal(SIGPIPE, SIG_IGN);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
+	if (inet_pton(AF_INET, argv[optind], &a.sin_addr) != 1)
+		t_die("echo-rounds: %s: not an IPv4 address", argv[optind]);
+	int *fds = calloc((size_t)nconns, sizeof(int));
+	uint64_t *pos = calloc((size_t)nconns, sizeof(uint64_t));
+	uint8_t *buf = malloc(64 << 10), *back = malloc(64 << 10);
+	if (!fds || !pos || !buf || !back)
+		t_die("echo-rounds: out of memory");
+	for (int i = 0; i < nconns; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&a, sizeof(a)) < 0)
+			t_die("echo-rounds: connection %d: connect: %s", i, strerror(errno));
+	}
+	uint64_t rng = base_seed ^ 0x5eed;
+	for (int r = 0; r < rounds; r++) {
+		uint64_t bytes = 0;
+		if (r > 0) {
+			char path[4096];
+			struct stat st;
+			int waited = 0;
+			snprintf(path, sizeof(path), "%s.%d", go, r);
+			while (stat(path, &st) < 0) {
+				if (waited++ > 120 * 20)
+					t_die("echo-rounds: %s never appeared", path);
+				usleep(50000);
+			}
+		}
+		for (int i = 0; i < nconns; i++) {
+			uint64_t seed = base_seed * 1000003u + (uint64_t)i;
+			size_t size = 1 + t_splitmix(&rng) % maxsize;
+			t_stream_fill(seed, pos[i], buf, size);
+			if (t_write_full(fds[i], buf, size) < 0)
+				t_die("echo-rounds: round %d connection %d: write: %s", r, i, strerror(errno));
+			ssize_t n = t_read_full(fds[i], back, size);
+			if (n < 0)
+				t_die("echo-rounds: round %d connection %d: read: %s", r, i, strerror(errno));
+			if ((size_t)n != size)
+				t_die("echo-rounds: round %d connection %d: EOF after %zd of %zu bytes", r, i,
+				      n, size);
+			long long bad = t_stream_check(seed, pos[i], back, size);
+			if (bad >= 0)
+				t_die("echo-rounds: round %d connection %d: mismatch at stream byte %llu", r, i,
+				      (unsigned long long)(pos[i] + (uint64_t)bad));
+			pos[i] += size;
+			bytes += size;
+		}
+		printf("round %d ok conns=%d bytes=%llu\n", r, nconns, (unsigned long long)bytes);
+		fflush(stdout);
+	}
+	for (int i = 0; i < nconns; i++) {
+		char c;
+		if (shutdown(fds[i], SHUT_WR) < 0)
+			t_die("echo-rounds: connection %d: shutdown: %s", i, strerror(errno));
+		ssize_t n = read(fds[i], &c, 1);
+		if (n != 0)
+			t_die("echo-rounds: connection %d: %s at end", i, n < 0 ? strerror(errno) : "extra byte");
+		close(fds[i]);
+	}
+	printf("done\n");
+	return 0;
+usage:
+	fprintf(stderr, "usage: echo-rounds -c CONNS [-s SEED] [-m MAXSIZE<=65536] [-r ROUNDS] [-g GOFILE] "
+			"HOST PORT\n");
+	return 2;
+}

@@ -1,0 +1,212 @@
+/*
+ * eintr-recv server PORT
+ * eintr-recv client [-R] [-a MS] [-w HOLDFILE] HOST PORT
+ *
+ * Does a signal interrupt a recv() that blocks on a connection?
+ *
+ * The server accepts one connection, sends nothing until it reads a byte
+ * from the client, then sends BYTES (100000) bytes of the stream of
+ * seed 42, reads until EOF, prints "server done" and exits.
+ *
+ * The client connects, installs a SIGALRM handler with sigaction (without
+ * SA_RESTART, or with it under -R), arms alarm(1) (or, with -a, an
+ * ITIMER_REAL of MS milliseconds) and blocks in recv() on the silent
+ * connection.  It prints one line on how that recv() ended:
+ *   outcome eintr after S s, handler ran N      (-1 with errno EINTR)
+ *   outcome data after S s, handler ran N       (returned bytes)
+ * Without -R the client sends the byte itself once recv() returned; with
+ * -R a second thread (SIGALRM blocked) sends it 2 s after the start, so
+ * that a restarted recv() ends with data.  Then the client reads all BYTES,
+ * checks them, prints "received BYTES verified", keeps the connection open
+ * until HOLDFILE exists (-w, at most 120 s), shuts down, expects EOF and
+ * exits 0.  Exit 1 on any other error or a mismatch.
+ */
+#include "helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+
+static volatile sig_atomic_t alarms;
+static int cfd = -1;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void *poker(void *arg)
+{
+	(void)arg;
+	usleep(2000000);
+	if (send(cfd, "g", 1, MSG_NOSIGNAL) != 1)
+		t_die("eintr-recv: poker: send: %s", strerror(errno));
+	return NULL;
+}
+
+static int server(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	uint64_t nbytes = 100000;
+	uint8_t buf[4096];
+	char c;
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
+		t_die("eintr-recv: server: listen on %d: %s", port, strerror(errno));
+	printf("ready\n");
+	fflush(stdout);
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		t_die("eintr-recv: server: accept: %s", strerror(errno));
+	if (t_read_full(fd, &c, 1) != 1)
+		t_die("eintr-recv: server: no byte from the client");
+	for (uint64_t pos = 0; pos < nbytes;) {
+		size_t n = nbytes - pos < sizeof(buf) ? nbytes - pos : sizeof(buf);
+		t_stream_fill(42, pos, buf, n);
+		if (t_write_full(fd, buf, n) < 0)
+			t_die("eintr-recv: server: write: %s", strerror(errno));
+		pos += n;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			t_die("eintr-recv: server: read: %s", strerror(errno));
+		if (n == 0)
+			break;
+	}
+	close(fd);
+	printf("server done\n");
+	return 0;
+}
+
+static int client(int argc, char **argv)
+{
+	int restart = 0, opt, ms = 0;
+	uint64_t nbytes = 100000, got = 0;
+	const char *hold = NULL;
+	uint8_t buf[8192];
+	optind = 2;
+	while ((opt = getopt(argc, argv, "Ra:w:")) != -1) {
+		switch (opt) {
+		case 'R': restart = 1; break;
+		case 'a': ms = atoi(optarg); break;
+		case 'w': hold = optarg; break;
+		default: return 2;
+		}
+	}
+	if (optind != argc - 2)
+		return 2;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
+	if (inet_pton(AF_INET, argv[optind], &a.sin_addr) != 1)
+		t_die("eintr-recv: %s: not an IPv4 address", argv[optind]);
+	signal(SIGPIPE, SIG_IGN);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		t_die("eintr-recv: connect: %s", strerror(errno));
+
+	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		t_die("eintr-recv: sigaction: %s", strerror(errno));
+	if (restart) {
+		sigset_t s, old;
+		pthread_t t;
+		sigemptyset(&s);
+		sigaddset(&s, SIGALRM);
+		pthread_sigmask(SIG_BLOCK, &s, &old);
+		if (pthread_create(&t, NULL, poker, NULL))
+			t_die("eintr-recv: pthread_create failed");
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_detach(t);
+	}
+	double t0 = now();
+	if (ms > 0) {
+		struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000}};
+		if (setitimer(ITIMER_REAL, &it, NULL) < 0)
+			t_die("eintr-recv: setitimer: %s", strerror(errno));
+	} else {
+		alarm(1);
+	}
+	ssize_t r = recv(cfd, buf, sizeof(buf), 0);
+	int e = errno;
+	double dt = now() - t0;
+	alarm(0);
+	if (!alarms)
+		t_die("eintr-recv: recv returned %zd (%s) after %.2f s, before the alarm", r,
+		      r < 0 ? strerror(e) : "-", dt);
+	if (r < 0 && e == EINTR) {
+		printf("outcome eintr after %.2f s, handler ran %d\n", dt, (int)alarms);
+	} else if (r > 0) {
+		printf("outcome data after %.2f s, handler ran %d\n", dt, (int)alarms);
+		long long bad = t_stream_check(42, 0, buf, (size_t)r);
+		if (bad >= 0)
+			t_die("eintr-recv: mismatch at byte %lld", bad);
+		got = (uint64_t)r;
+	} else {
+		t_die("eintr-recv: recv returned %zd (%s) after %.1f s", r, r < 0 ? strerror(e) : "EOF", dt);
+	}
+	fflush(stdout);
+	if (!restart && send(cfd, "g", 1, MSG_NOSIGNAL) != 1)
+		t_die("eintr-recv: send: %s", strerror(errno));
+	while (got < nbytes) {
+		size_t want = nbytes - got < sizeof(buf) ? nbytes - got : sizeof(buf);
+		r = recv(cfd, buf, want, 0);
+		if (r < 0 && errno == EINTR)
+			t_die("eintr-recv: a second EINTR with no alarm armed");
+		if (r <= 0)
+			t_die("eintr-recv: recv after %llu bytes: %s", (unsigned long long)got,
+			      r ? strerror(errno) : "EOF");
+		long long bad = t_stream_check(42, got, buf, (size_t)r);
+		if (bad >= 0)
+			t_die("eintr-recv: mismatch at byte %llu", (unsigned long long)(got + (uint64_t)bad));
+		got += (uint64_t)r;
+	}
+	printf("received %llu verified\n", (unsigned long long)got);
+	fflush(stdout);
+	if (hold) {
+		struct stat st;
+		int waited = 0;
+		while (stat(hold, &st) < 0) {
+			if (waited++ > 120 * 20)
+				t_die("eintr-recv: %s never appeared", hold);
+			usleep(50000);
+		}
+	}
+	if (shutdown(cfd, SHUT_WR) < 0)
+		t_die("eintr-recv: shutdown: %s", strerror(errno));
+	r = recv(cfd, buf, 1, 0);
+	if (r != 0)
+		t_die("eintr-recv: %s at end", r < 0 ? strerror(errno) : "extra byte");
+	close(cfd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "server"))
+		return server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "client")) {
+		int r = client(argc, argv);
+		if (r != 2)
+			return r;
+	}
+	fprintf(stderr, "usage: eintr-recv server PORT\n"
+			"       eintr-recv client [-R] [-a MS] [-w HOLDFILE] HOST PORT\n");
+	return 2;
+}

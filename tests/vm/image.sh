@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# image.sh - build the Debian 12 guest image that tests/vm/run.sh boots.
+#
+# Usage: tests/vm/image.sh [--force]
+#
+# The guest exists to give rshare real RDMA verbs where the host has none:
+# its kernel (Debian's linux-image-amd64, 6.1) has rdma_rxe (Soft-RoCE), and
+# its userland has rdma-core, the rxe provider, the rdma_cm and verbs tools,
+# perftest and librspreload (plain rsockets). It has the same libc as the
+# host, so binaries built on the host run in it unchanged from a 9p share.
+#
+# What it builds, all from Debian packages (debootstrap, no downloads from
+# anywhere else):
+#   vmlinuz     the kernel, booted directly by QEMU (-kernel)
+#   initrd.img  a small initramfs (MODULES=list) that can mount the root:
+#               virtio_pci, virtio_blk, ext4, plus the 9p modules
+#   rootfs.img  an ext4 image made with `mkfs.ext4 -d` (no loop mounts); run.sh
+#               boots it with snapshot=on, so runs never change it
+#   recipe      the hash of the recipe it was built from
+# Its init is tests/vm/guest-boot.sh, installed as /sbin/rshare-vm-init.
+#
+# Cache: everything lives in ${RSHARE_VM_CACHE:-/var/cache/rshare-vm}:
+#   images/HASH/   the image of the recipe with that hash (only the newest kept)
+#   debs/          downloaded packages, reused by the next build
+#   lock           flock(1) lock: concurrent builders wait for each other
+# HASH covers this script (the package list and the shaping steps) and
+# guest-boot.sh; the image is rebuilt only when one of them changes, or with
+# --force. A cached image costs nothing: the script prints the image's folder
+# and exits.
+#
+# Output: progress lines on stderr while building (a failing step prints the
+# tail of its log), and the image's folder on stdout.
+# Needs root to build (debootstrap, chroot), plus debootstrap and e2fsprogs
+# (tools/deps.sh installs them). RSHARE_VM_MIRROR picks the Debian mirror.
+#
+# Times on a 2-core machine: about 70-120 s with the packages cached, a few
+# minutes more for the first download (~160 MB); cached: well under a second.
+set -euo pipefail
+
+suite=bookworm
+mirror=${RSHARE_VM_MIRROR:-http://deb.debian.org/debian}
+cache=${RSHARE_VM_CACHE:-/var/cache/rshare-vm}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+
+# The guest's packages. Keep in sync with what tests/vm/*.sh use in the guest.
+packages=(
+	linux-image-amd64 initramfs-tools # kernel 6.1 with rdma_rxe; its initramfs
+	rdma-core ibverbs-providers libibverbs1 librdmacm1 # verbs, rdma_cm, the rxe provider, librspreload
+	ibverbs-utils rdmacm-utils perftest # ibv_devices, ibv_rc_pingpong, rping, rstream, ib_*_bw
+	iproute2 kmod busybox # ip, rdma, modprobe, poweroff
+	procps psmisc jq bash coreutils util-linux # what tests use
+	libunwind8 # host-built rshare binaries that link it
+)
+# Loaded by the initramfs, so that the root (virtio disk, ext4) can be mounted
+# and the shares (9p over virtio) right after.
+initrd_modules=(virtio_pci virtio_blk ext4 9pnet 9pnet_virtio 9p)
+
+force=0
+case "${1:-}" in
+	--force) force=1 ;;
+	"") ;;
+	-h | --help)
+		sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+		exit 0
+		;;
+	*)
+		echo "image.sh: unknown argument: $1 (see --help)" >&2
+		exit 2
+		;;
+esac
+
+t0=$SECONDS
+progress() { echo "image.sh: [$((SECONDS - t0))s] $*" >&2; }
+die() {
+	echo "image.sh: $*" >&2
+	exit 1
+}
+
+recipe=$(cat "$here/image.sh" "$here/guest-boot.sh" | sha256sum | cut -c1-16)
+out=$cache/images/$recipe
+
+ready() { [ -s "$out/rootfs.img" ] && [ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ] && [ -s "$out/recipe" ]; }
+
+if [ $force = 0 ] && ready; then
+	echo "$out"
+	exit 0
+fi
+
+[ "$(id -u)" = 0 ] || die "building the guest image needs root (debootstrap, chroot); run as root once"
+for tool in debootstrap mkfs.ext4 flock chroot; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is missing: run tools/deps.sh"
+done
+
+mkdir -p "$cache/images" "$cache/debs"
+exec 9>"$cache/lock"
+if ! flock -n 9; then
+	progress "another build is running; waiting for it"
+	flock 9
+	if [ $force = 0 ] && ready; then
+		echo "$out"
+		exit 0
+	fi
+fi
+
+work=$(mktemp -d "$cache/build.XXXXXX")
+root=$work/rootfs
+log=$work/log
+cleanup() {
+	local m
+	for m in proc sys; do
+		if mountpoint -q "$root/$m" 2>/dev/null; then umount -l "$root/$m" || :; fi
+	done
+	rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+step() { # DESCRIPTION COMMAND... : run quietly; on failure show the log's tail
+	progress "$1"
+	shift
+	# In the background so that `set -e` holds inside shell functions too.
+	("$@") >"$log" 2>&1 &
+	if ! wait $!; then
+		tail -n 40 "$log" >&2
+		die "failed: $*"
+	fi
+}
+
+progress "building the guest image (recipe $recipe) in $cache"
+include=$(
+	IFS=,
+	echo "${packages[*]}"
+)
+step "debootstrap $suite: ${#packages[@]} packages and their dependencies (first run downloads ~160 MB)" \
+	debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
+	"$suite" "$root" "$mirror"
+
+shape() {
+	trap 'umount "$root/sys" "$root/proc" 2>/dev/null || :' EXIT
+	mount -t proc proc "$root/proc"
+	mount -t sysfs sys "$root/sys"
+
+	# A small initramfs that loads just what mounting the root needs.
+	cat >"$root/etc/initramfs-tools/conf.d/rshare-vm.conf" <<-EOF
+		MODULES=list
+		COMPRESS=gzip
+	EOF
+	printf '%s\n' "${initrd_modules[@]}" >>"$root/etc/initramfs-tools/modules"
+	rm -f "$root"/boot/initrd.img-*
+	chroot "$root" update-initramfs -c -k all
+	umount "$root/sys" "$root/proc"
+
+	install -m 0755 "$here/guest-boot.sh" "$root/sbin/rshare-vm-init"
+	echo rshare-vm >"$root/etc/hostname"
+	cat >"$root/etc/hosts" <<-EOF
+		127.0.0.1	localhost
+		10.77.0.1	node1
+		10.77.0.2	node2
+	EOF
+	: >"$root/etc/fstab"
+
+	# Nothing the guest needs: documentation, translations, apt's lists.
+	rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+		"$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
+		"$root"/var/cache/apt/archives/*.deb "$root"/var/log/*.log
+}
+step "shaping the root: initramfs (${initrd_modules[*]}), init, hosts" shape
+
+img=$work/image
+mkdir "$img"
+kernel=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
+initrd=$(find "$root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
+[ -n "$kernel" ] && [ -n "$initrd" ] || die "no kernel or initramfs in the root"
+cp "$kernel" "$img/vmlinuz"
+cp "$initrd" "$img/initrd.img"
+
+# Room for what runs write to the root (snapshot=on keeps it off the image);
+# the file is sparse, so the slack costs no disk.
+used_mb=$(du -sm "$root" | cut -f1)
+size_mb=$((used_mb * 13 / 10 + 1024))
+step "packing rootfs.img (${used_mb} MB of files, ${size_mb} MB file system)" \
+	mkfs.ext4 -q -F -L rshare-vm -d "$root" "$img/rootfs.img" "${size_mb}M"
+echo "$recipe" >"$img/recipe"
+echo "$(basename "$kernel")" >"$img/kernel-version"
+
+rm -rf "$out"
+mv "$img" "$out"
+# Only the newest image is kept; a run that still boots an older one has it open.
+find "$cache/images" -mindepth 1 -maxdepth 1 -type d ! -name "$recipe" -exec rm -rf {} +
+progress "done: $out ($(du -sh "$out" | cut -f1) on disk)"
+echo "$out"
