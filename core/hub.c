@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 #include "msg.h"
 #include "sys.h"
@@ -815,17 +816,20 @@ int hub_main(int argc, char **argv)
 {
 	struct hub *h = calloc(1, sizeof(*h));
 	int daemon_mode = 0;
-	const char *ps = getenv("RSHARE_PORT");
-	long port = ps ? atol(ps) : HUB_DEFAULT_PORT;
+	long port;
 	struct rlimit rl;
 	struct sigaction sa = {.sa_handler = on_signal};
+	static struct cfg cf;
+	char err[CFG_LINE_MAX];
 
-	log_init("rshared", LOG_LVL_WARN);
-	h->mode = parse_mode(getenv("RSHARE_TRANSPORT"));
-	if (h->mode < 0) {
-		fprintf(stderr, "rshared: RSHARE_TRANSPORT must be auto, verbs or soft\n");
+	/* the file, then RSHARE_* variables, then options */
+	if (cfg_load(NULL, &cf, err, sizeof(err)) < 0 || cfg_env(&cf, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rshared: %s\n", err);
 		return 2;
 	}
+	log_init("rshared", cf.log >= 0 ? cf.log : LOG_LVL_WARN);
+	port = cf.port ? cf.port : HUB_DEFAULT_PORT;
+	h->mode = parse_mode(cf.transport);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--port") && i + 1 < argc)
 			port = atol(argv[++i]);
