@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "config.h"
 #include "sys.h"
 
 struct cl_state cl = {.ctl_fd = -1, .evfd = -1};
@@ -82,9 +83,12 @@ int cl_hub_connect(void)
 static const char *hub_path(char *buf, size_t len)
 {
 	const char *env = getenv("RSHARE_HUB");
+	const struct cfg *c = cfg_lib();
 	Dl_info di;
 	if (env && *env)
 		return env;
+	if (c && c->hub[0])
+		return c->hub;
 	if (dladdr((void *)cl_attach, &di) && di.dli_fname) {
 		const char *slash = strrchr(di.dli_fname, '/');
 		if (slash && (size_t)(slash - di.dli_fname) + 16 < len) {

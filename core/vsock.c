@@ -6,8 +6,7 @@
  * hub only when it sleeps); recv copies out of the rx ring, publishes the
  * head and, once a quarter of the ring has been consumed, asks the hub to
  * return credit to the sender.  A thread that must wait sleeps on the
- * slot's futex word, which the hub bumps on every event; it wakes at least
- * once a second to check that the hub is still alive.  Concurrent readers
+ * slot's futex word, which the hub bumps on every event.  Concurrent readers
  * (or writers) of one socket, in any processes of the pool, serialize on
  * the slot's robust mutex, so each byte goes to exactly one reader.
  */

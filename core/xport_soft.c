@@ -405,6 +405,10 @@ static int soft_link_connect(struct xport *xp, struct link *l, const union socka
 		close(fd);
 		return -1;
 	}
+	if (sx->h->bind_addr.sa.sa_family == peer->sa.sa_family) {
+		union sockaddr_any b = sx->h->bind_addr; /* port 0: any */
+		bind(fd, &b.sa, b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in));
+	}
 	sl->connecting = 1;
 	sl->events = EPOLLOUT;
 	if (hub_watch(sx->h, fd, EPOLLOUT, &sl->ev) < 0)
@@ -531,8 +535,24 @@ static int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	xp->priv = sx;
 	xp->hub = h;
 	sx->h = h;
-	sx->lfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (sx->lfd >= 0) {
+	if (h->bind_addr.sa.sa_family) {
+		/* one address only: several hubs may share a namespace */
+		union sockaddr_any b = h->bind_addr;
+		socklen_t bl = b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in);
+		if (b.sa.sa_family == AF_INET6)
+			b.in6.sin6_port = htons(port);
+		else
+			b.in.sin_port = htons(port);
+		sx->lfd = socket(b.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (sx->lfd < 0)
+			return -1;
+		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(sx->lfd, &b.sa, bl) < 0)
+			return -1;
+	} else {
+		sx->lfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	}
+	if (sx->lfd >= 0 && !h->bind_addr.sa.sa_family) {
 		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		setsockopt(sx->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		if (bind(sx->lfd, (struct sockaddr *)&a6, sizeof(a6)) < 0) {

@@ -21,7 +21,9 @@ pkgs=(
 	qemu-system-x86 # tests/vm: Soft-RoCE guests (TCG)
 	debootstrap     # tests/vm/image.sh: the guest's root filesystem
 	e2fsprogs       # tests/vm/image.sh: mkfs.ext4 -d
-	util-linux      # tests/vm: flock, setsid
+	util-linux      # tests/vm: flock, setpriv
+	xz-utils        # tests/vm/image.sh: unpacks the guest kernel
+	binutils        # tests/vm/image.sh: readelf
 )
 
 installed() {

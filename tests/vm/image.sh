@@ -11,13 +11,17 @@
 #
 # What it builds, all from Debian packages (debootstrap, no downloads from
 # anywhere else):
-#   vmlinuz     the kernel, booted directly by QEMU (-kernel)
-#   initrd.img  a small initramfs (MODULES=list) that can mount the root:
-#               virtio_pci, virtio_blk, ext4, plus the 9p modules
+#   vmlinux     the kernel, uncompressed, booted by QEMU (-kernel) through its
+#               PVH entry: this skips decompressing the kernel, which costs
+#               seconds under TCG (vmlinuz, the packaged bzImage, is kept too)
+#   initrd.img  a tiny initramfs made here (not by initramfs-tools, whose
+#               scripts take 3+ s under TCG): busybox and the modules
+#               virtio_pci, virtio_blk, ext4, 9pnet_virtio, 9p with their
+#               dependencies; its /init loads them, mounts /dev/vda and
+#               switches to the root's /sbin/rshare-vm-init (guest-boot.sh)
 #   rootfs.img  an ext4 image made with `mkfs.ext4 -d` (no loop mounts); run.sh
 #               boots it with snapshot=on, so runs never change it
 #   recipe      the hash of the recipe it was built from
-# Its init is tests/vm/guest-boot.sh, installed as /sbin/rshare-vm-init.
 #
 # Cache: everything lives in ${RSHARE_VM_CACHE:-/var/cache/rshare-vm}:
 #   images/HASH/   the image of the recipe with that hash (only the newest kept)
@@ -30,8 +34,8 @@
 #
 # Output: progress lines on stderr while building (a failing step prints the
 # tail of its log), and the image's folder on stdout.
-# Needs root to build (debootstrap, chroot), plus debootstrap and e2fsprogs
-# (tools/deps.sh installs them). RSHARE_VM_MIRROR picks the Debian mirror.
+# Needs root to build (debootstrap, chroot), plus debootstrap, e2fsprogs,
+# xz-utils and binutils (tools/deps.sh installs them). RSHARE_VM_MIRROR picks the Debian mirror.
 #
 # Times on a 2-core machine: about 70-120 s with the packages cached, a few
 # minutes more for the first download (~160 MB); cached: well under a second.
@@ -44,16 +48,17 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 
 # The guest's packages. Keep in sync with what tests/vm/*.sh use in the guest.
 packages=(
-	linux-image-amd64 initramfs-tools # kernel 6.1 with rdma_rxe; its initramfs
+	linux-image-amd64 # kernel 6.1 with rdma_rxe (brings initramfs-tools, unused)
 	rdma-core ibverbs-providers libibverbs1 librdmacm1 # verbs, rdma_cm, the rxe provider, librspreload
 	ibverbs-utils rdmacm-utils perftest # ibv_devices, ibv_rc_pingpong, rping, rstream, ib_*_bw
-	iproute2 kmod busybox # ip, rdma, modprobe, poweroff
+	iproute2 kmod busybox # ip, rdma, modprobe; poweroff, the initramfs's shell
 	procps psmisc jq bash coreutils util-linux # what tests use
 	libunwind8 # host-built rshare binaries that link it
 )
-# Loaded by the initramfs, so that the root (virtio disk, ext4) can be mounted
-# and the shares (9p over virtio) right after.
-initrd_modules=(virtio_pci virtio_blk ext4 9pnet 9pnet_virtio 9p)
+# Loaded by the initramfs (with what they depend on, in order), so that the
+# root (virtio disk, ext4) can be mounted and the shares (9p over virtio)
+# right after.
+initrd_modules=(virtio_pci virtio_blk ext4 9pnet_virtio 9p)
 
 force=0
 case "${1:-}" in
@@ -87,7 +92,7 @@ if [ $force = 0 ] && ready; then
 fi
 
 [ "$(id -u)" = 0 ] || die "building the guest image needs root (debootstrap, chroot); run as root once"
-for tool in debootstrap mkfs.ext4 flock chroot; do
+for tool in debootstrap mkfs.ext4 flock chroot xz readelf; do
 	command -v "$tool" >/dev/null 2>&1 || die "$tool is missing: run tools/deps.sh"
 done
 
@@ -119,7 +124,7 @@ step() { # DESCRIPTION COMMAND... : run quietly; on failure show the log's tail
 	progress "$1"
 	shift
 	# In the background so that `set -e` holds inside shell functions too.
-	("$@") >"$log" 2>&1 &
+	(set -x; "$@") >"$log" 2>&1 &
 	if ! wait $!; then
 		tail -n 40 "$log" >&2
 		die "failed: $*"
@@ -131,24 +136,69 @@ include=$(
 	IFS=,
 	echo "${packages[*]}"
 )
+# INITRD=No: the kernel's postinst makes no initramfs-tools image (unused).
 step "debootstrap $suite: ${#packages[@]} packages and their dependencies (first run downloads ~160 MB)" \
-	debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
+	env INITRD=No debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
 	"$suite" "$root" "$mirror"
 
-shape() {
-	trap 'umount "$root/sys" "$root/proc" 2>/dev/null || :' EXIT
-	mount -t proc proc "$root/proc"
-	mount -t sysfs sys "$root/sys"
+# The initramfs's /init: load the modules, mount the root, switch to it.
+# Few programs, because each one started costs tens of milliseconds in TCG.
+initramfs_init='#!/bin/busybox sh
+export PATH=/bin
+busybox mount -t devtmpfs dev /dev
+busybox mount -t proc proc /proc
+for m in $(busybox cat /modules); do
+	busybox insmod "/lib/modules/$m" || echo "initramfs: insmod $m failed"
+done
+i=0
+while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do busybox usleep 50000; i=$((i + 1)); done
+if ! busybox mount -t ext4 -o rw /dev/vda /root; then
+	echo "initramfs: cannot mount the root /dev/vda"
+	busybox poweroff -f
+fi
+busybox umount /proc /dev
+exec busybox switch_root /root /sbin/rshare-vm-init
+echo "initramfs: switch_root failed"
+busybox poweroff -f
+'
 
-	# A small initramfs that loads just what mounting the root needs.
-	cat >"$root/etc/initramfs-tools/conf.d/rshare-vm.conf" <<-EOF
-		MODULES=list
-		COMPRESS=gzip
-	EOF
-	printf '%s\n' "${initrd_modules[@]}" >>"$root/etc/initramfs-tools/modules"
+shape() {
+	kver=$(basename "$(find "$root/lib/modules" -mindepth 1 -maxdepth 1 -type d | sort -V | tail -n 1)")
+	[ -n "$kver" ]
+
+	# The initramfs, built in the root so that its cpio and ldd do the work.
+	local ird=$root/tmp/initramfs lib mod
 	rm -f "$root"/boot/initrd.img-*
-	chroot "$root" update-initramfs -c -k all
-	umount "$root/sys" "$root/proc"
+	mkdir -p "$ird"/{bin,dev,proc,root,lib/modules}
+	mknod -m 600 "$ird/dev/console" c 5 1
+	cp "$root/usr/bin/busybox" "$ird/bin/busybox"
+	for lib in $(chroot "$root" ldd /usr/bin/busybox | grep -o '/[^ ]*'); do
+		mkdir -p "$ird$(dirname "$lib")"
+		cp -L "$root$lib" "$ird$lib"
+	done
+	: >"$ird/modules"
+	for mod in $(chroot "$root" modprobe --show-depends -S "$kver" "${initrd_modules[@]}" |
+		awk '$1 == "insmod" && !seen[$2]++ { print $2 }'); do
+		cp "$root$mod" "$ird/lib/modules/"
+		basename "$mod" >>"$ird/modules"
+	done
+	grep -q '^virtio_blk.ko$' "$ird/modules"
+	grep -q '^ext4.ko$' "$ird/modules"
+	printf '%s' "$initramfs_init" >"$ird/init"
+	chmod 0755 "$ird/init"
+	chroot "$root" sh -c 'cd /tmp/initramfs && find . | cpio --quiet -o -H newc' >"$work/initrd.img"
+	rm -rf "$ird"
+
+	# The kernel without its xz wrapper, if it has a PVH entry (Xen note 18).
+	local off
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$root/boot/vmlinuz-$kver" | head -n 1 | cut -d: -f1)
+	if [ -n "$off" ]; then
+		tail -c +$((off + 1)) "$root/boot/vmlinuz-$kver" | xz -dcq >"$work/vmlinux" 2>/dev/null || :
+		if ! readelf -n "$work/vmlinux" 2>/dev/null | grep -q 'Unknown note type: (0x00000012)'; then
+			echo "no PVH entry in the kernel: booting the bzImage"
+			rm -f "$work/vmlinux"
+		fi
+	fi
 
 	install -m 0755 "$here/guest-boot.sh" "$root/sbin/rshare-vm-init"
 	echo rshare-vm >"$root/etc/hostname"
@@ -164,15 +214,15 @@ shape() {
 		"$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
 		"$root"/var/cache/apt/archives/*.deb "$root"/var/log/*.log
 }
-step "shaping the root: initramfs (${initrd_modules[*]}), init, hosts" shape
+step "shaping the root: initramfs (${initrd_modules[*]}), kernel, init, hosts" shape
 
 img=$work/image
 mkdir "$img"
 kernel=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
-initrd=$(find "$root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n 1)
-[ -n "$kernel" ] && [ -n "$initrd" ] || die "no kernel or initramfs in the root"
+[ -n "$kernel" ] || die "no kernel in the root"
 cp "$kernel" "$img/vmlinuz"
-cp "$initrd" "$img/initrd.img"
+mv "$work/initrd.img" "$img/initrd.img"
+[ ! -s "$work/vmlinux" ] || mv "$work/vmlinux" "$img/vmlinux"
 
 # Room for what runs write to the root (snapshot=on keeps it off the image);
 # the file is sparse, so the slack costs no disk.

@@ -160,7 +160,7 @@ boot() { # NODE: start the guest of node NODE in the background
 	TMPDIR=$tmp setpriv --pdeathsig KILL -- "$qemu" \
 		-nodefaults -no-user-config -display none -no-reboot \
 		"${bios[@]}" -accel tcg -cpu max -smp "${RSHARE_VM_SMP:-$smp}" -m "${RSHARE_VM_MEM:-2G}" \
-		-kernel "${RSHARE_VM_KERNEL:-$img/vmlinuz}" -initrd "$img/initrd.img" \
+		-kernel "${RSHARE_VM_KERNEL:-$img/vmlinuz}" -initrd "${RSHARE_VM_INITRD:-$img/initrd.img}" \
 		-append "console=ttyS0 root=/dev/vda rw rootfstype=ext4 init=/sbin/rshare-vm-init quiet loglevel=4 panic=-1 fastboot noresume mitigations=off rshare_vm_node=$n ${RSHARE_VM_KERNEL_ARGS:-}" \
 		-drive "file=$(qv "$img/rootfs.img"),if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$(qv "$ctl"),mount_tag=ctl,security_model=none,multidevs=remap" \
