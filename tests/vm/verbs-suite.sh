@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# verbs-suite.sh - rshare's verbs transport on real RDMA: run on a host
+# with an RDMA device, or inside the Soft-RoCE guest (tests/vm/run.sh).
+#
+# Two nodes are two hubs of one network namespace, each bound to its own
+# address of the RDMA device (RSHARE_HUB_NAME picks a process's hub), so
+# that rdma_cm connects them like two machines; `rdma resource show qp`
+# proves which QPs exist.  Prints TAP-like "ok"/"not ok" lines and a final
+# "N passed, N failed" line; exits nonzero when a check failed.
+#
+#   VERBS_A / VERBS_B   the two addresses (default 10.77.0.1 / 10.77.0.2)
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=${RSHARE_BUILD:-$ROOT/build}
+A_ADDR=${VERBS_A:-10.77.0.1}
+B_ADDR=${VERBS_B:-10.77.0.2}
+T=$(mktemp -d)
+pass=0 fail=0
+pids=()
+
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	pkill -KILL -f "$B/tests/echo-server" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+nok() { echo "not ok - $*"; fail=$((fail + 1)); }
+check() { local d=$1; shift; if "$@" >/dev/null; then ok "$d"; else nok "$d"; fi; }
+
+hub() { # NAME ADDR: start a verbs hub
+	RSHARE_HUB_NAME=$1 RSHARE_LOG=info "$B/rshared" --addr "$2" --transport verbs >"$T/$1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		RSHARE_HUB_NAME=$1 "$B/rshare" stat --json >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "hub $1 did not start:"; cat "$T/$1.log"; return 1
+}
+stat_of() { RSHARE_HUB_NAME=$1 "$B/rshare" stat --json; }
+on() { local h=$1; shift; RSHARE_HUB_NAME=$h RSHARE_NO_AUTOSTART=1 "$B/rshare" run -- "$@"; }
+rc_qps() { rdma resource show qp 2>/dev/null | grep -c 'type RC'; }
+
+wait_line() { # FILE PATTERN COUNT SECS
+	for _ in $(seq $(($4 * 10))); do
+		[ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+echo "# devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+hub hubA "$A_ADDR" || exit 1
+hub hubB "$B_ADDR" || exit 1
+qp0=$(rc_qps)
+
+# 1. pre-fork echo, 8 workers x 64 connections, every byte checked, one QP per side
+on hubA "$B/tests/echo-server" -w 8 7100 >"$T/srv.out" 2>"$T/srv.err" &
+pids+=($!)
+wait_line "$T/srv.out" '^ready' 1 30 || { nok "echo server ready"; cat "$T/srv.err"; }
+for i in 1 2 3 4; do
+	on hubB "$B/tests/echo-client" -c 16 -s $i -n 3 -m 131072 -w "$T/release" "$A_ADDR" 7100 \
+		>"$T/cl$i.out" 2>"$T/cl$i.err" &
+	pids+=($!)
+	cpids[$i]=$!
+done
+for i in 1 2 3 4; do wait_line "$T/cl$i.out" '^done' 1 240 || nok "client $i verified its bytes: $(cat "$T/cl$i.err")"; done
+stat_of hubA >"$T/a.json"
+stat_of hubB >"$T/b.json"
+qp1=$(rc_qps)
+rdma resource show qp >"$T/qp.txt" 2>&1
+check "4x16 clients verified every byte over verbs" \
+	test "$(cat "$T"/cl*.out | grep -c '^done')" -eq 4
+check "one verbs link each side, carrying all 64 connections" jq -se '
+	.[0] as $a | .[1] as $b |
+	($a.links | length) == 1 and ($b.links | length) == 1 and
+	$a.links[0].transport == "verbs" and $b.links[0].transport == "verbs" and
+	$b.links[0].connections_total >= 64 and
+	([$b.sockets[] | select(.state == "established" and .link == $b.links[0].id)] | length) == 64' \
+	"$T/a.json" "$T/b.json"
+check "per socket, bytes sent equal bytes received at the peer" jq -se '
+	.[0] as $a | .[1] as $b |
+	[$b.sockets[] | select(.state == "established") | . as $c |
+	 ($a.sockets[] | select(.sid == $c.peer_sid)) as $s |
+	 ($c.bytes_tx == $s.bytes_rx and $c.bytes_rx == $s.bytes_tx)] | all and length == 64' \
+	"$T/a.json" "$T/b.json"
+check "rdma resource: exactly 2 RC QPs for 64 connections (one per hub), was $qp0 before" \
+	test "$((qp1 - qp0))" -eq 2
+check "the QP numbers in rshare stat are the RC QPs rdma lists" bash -c "
+	for q in \$(jq -r '.links[0].qpn' '$T/a.json' '$T/b.json'); do grep -q \"lqpn \$q \" '$T/qp.txt' || exit 1; done"
+echo "# rdma resource show qp:"; sed 's/^/#   /' "$T/qp.txt"
+echo "# links:"; jq -c '.links[] | {transport, device, device_port, qpn, connections, bytes_tx, bytes_rx}' "$T/a.json" "$T/b.json" | sed 's/^/#   /'
+touch "$T/release"
+for i in 1 2 3 4; do wait "${cpids[$i]}" 2>/dev/null; done
+
+# 2. SIGKILL of a worker in the middle of transfers: its connections reset, the rest verified
+for i in 1 2; do
+	on hubB "$B/tests/echo-client" -r -t 4 -c 16 -s $((i + 10)) -m 32768 "$A_ADDR" 7100 \
+		>"$T/k$i.out" 2>"$T/k$i.err" &
+	kp[$i]=$!
+	pids+=($!)
+done
+sleep 3
+stat_of hubA >"$T/a2.json"
+workers=$(sed -n 's/^worker //p' "$T/srv.out" | jq -sc .)
+read -r victim held < <(jq -r --argjson w "$workers" '
+	[$w[] as $p | {pid: $p, n: ([.sockets[] | select(.state == "established" and
+	 (.holders | index($p)) != null)] | length)} | select(.n > 0)] | sort_by(.n) | first | "\(.pid) \(.n)"' "$T/a2.json")
+kill -KILL "$victim"
+for i in 1 2; do wait "${kp[$i]}"; done
+sum() { cat "$T"/k*.out | sed -n "s/.* $1=\([0-9]*\).*/\1/p" | awk '{s += $1} END {print s + 0}'; }
+resets=$(sum resets)
+verified=$(sum verified)
+errors=$(sum errors)
+check "SIGKILL of a worker ($victim, $held connections): exactly its connections reset ($resets), the rest verified ($verified), no errors ($errors)" \
+	test "$resets" -eq "$held" -a "$verified" -eq $((32 - held)) -a "$errors" -eq 0
+sleep 1
+stat_of hubA >"$T/a3.json"
+check "hub A holds nothing of the killed worker" jq -e --argjson p "$victim" '
+	([.processes[] | select(.pid == $p)] | length == 0) and
+	([.sockets[] | select((.holders | index($p)) != null)] | length == 0)' "$T/a3.json"
+
+# 3. SIGKILL of the peer hub: connections on the link reset, a new hub rebuilds it
+on hubB "$B/tests/echo-client" -r -t 6 -c 8 -s 21 -m 32768 "$A_ADDR" 7100 >"$T/h.out" 2>"$T/h.err" &
+hp=$!
+pids+=($!)
+sleep 3
+pkill -KILL -f "rshared --addr $B_ADDR"
+wait "$hp"
+check "the peer hub killed: the server side sees its link dropped" \
+	wait_line "$T/hubA.log" 'dropped' 1 30
+hub hubB "$B_ADDR" || true
+on hubB "$B/tests/echo-client" -c 4 -s 31 -n 4 -m 65536 "$A_ADDR" 7100 >"$T/n.out" 2>"$T/n.err"
+check "after the peer hub restarted, new connections work over a new verbs link" bash -c "
+	grep -q 'verified=4 resets=0 errors=0' '$T/n.out' &&
+	RSHARE_HUB_NAME=hubA '$B/rshare' stat --json | jq -e '[.links[] | select(.state == \"up\" and .transport == \"verbs\")] | length == 1' >/dev/null"
+
+echo "# hub A log (tail):"; tail -n 15 "$T/hubA.log" | sed 's/^/#   /'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
