@@ -469,6 +469,8 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
 		if (s)
 			hsock_free(h, s);
+		log_warn("pool %llu is full (%u sockets): a connection to port %u falls back to kernel TCP",
+			 (unsigned long long)ls->pool->id, ls->pool->nsocks, ls->lport);
 		send_ctl(l, &r, 0);
 		return;
 	}

@@ -22,8 +22,10 @@
  *         sends the 64 bytes back, then waits for EOF and closes (connrate)
  *     'H' hold: the server answers one byte 'k', then keeps the connection
  *         open until the peer closes it (hold)
- * rtt: one connection; N round trips of SIZE bytes (default 1000 x 64 B)
- *   after N/10 (at most 100) untimed ones; each echo is checked.
+ * rtt: one connection; N round trips of SIZE bytes (default 1000 x 64 B,
+ *   at most 64K: the whole message is written before its echo is read, so
+ *   a bigger one could fill every buffer on the way and stall) after N/10
+ *   (at most 100) untimed ones; each echo is checked.
  *   Prints "rtt size=S n=N median_us=X p99_us=Y min_us= mean_us= max_us=".
  * stream: one connection; TOTAL bytes (default 64M) in writes of WRITESIZE
  *   (default 64K), shutdown(SHUT_WR), then the server's count must equal
@@ -79,6 +81,12 @@ static void usage(void)
 		"       bench stream HOST PORT [-b TOTAL] [-w WRITESIZE] [-B ADDR] [-t SECS]\n"
 		"       bench connrate HOST PORT [-n N] [-B ADDR] [-t SECS]\n"
 		"       bench hold HOST PORT -c K [-f FILE] [-m PER] [-i FIRST] [-B ADDR] [-t SECS]\n");
+	exit(2);
+}
+
+__attribute__((noreturn)) static void bad(const char *what)
+{
+	fprintf(stderr, "bench: %s\n", what);
 	exit(2);
 }
 
@@ -415,8 +423,10 @@ static int cmp_double(const void *a, const void *b)
 
 static int cmd_rtt(struct client *c, long n, long size)
 {
-	if (n < 1 || size < 1 || size > (64L << 20))
-		usage();
+	if (n < 1)
+		bad("-n must be at least 1");
+	if (size < 1 || size > (64L << 10))
+		bad("-s must be 1 to 64K");
 	long warm = n / 10 < 100 ? n / 10 : 100;
 	unsigned char *out = malloc((size_t)size), *in = malloc((size_t)size);
 	double *t = malloc((size_t)n * sizeof(*t));
@@ -461,7 +471,7 @@ static int cmd_rtt(struct client *c, long n, long size)
 static int cmd_stream(struct client *c, long total, long wsize)
 {
 	if (wsize < 1 || wsize > (64L << 20))
-		usage();
+		bad("-w must be 1 to 64M");
 	char *buf = malloc((size_t)wsize);
 	if (!buf)
 		failx("malloc", "size=%ld", wsize);
@@ -518,7 +528,7 @@ static void one_request(int fd, long i)
 static int cmd_connrate(struct client *c, long n)
 {
 	if (n < 1)
-		usage();
+		bad("-n must be at least 1");
 	double tc = 0, trr = 0, tcl = 0;
 	/* one untimed connection first: the first one may set up links */
 	int fd = dial(c, c->port);
@@ -547,8 +557,8 @@ static int cmd_connrate(struct client *c, long n)
 
 static int cmd_hold(struct client *c, long k, const char *file, long per, long first)
 {
-	if (k < 1 || per < 0 || first < 0)
-		usage();
+	if (k < 1)
+		bad("hold needs -c K, K at least 1");
 	int *fds = malloc((size_t)k * sizeof(*fds));
 	if (!fds)
 		failx("malloc", "conns=%ld", k);

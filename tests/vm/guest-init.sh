@@ -20,8 +20,8 @@
 # command is about to start), nodeN.status; nodeN.fail says why setup failed.
 
 D=/run/rshare-vm
-node=$(sed -n 's/.*rshare_vm_node=\([0-9]*\).*/\1/p' /proc/cmdline)
-node=${node:-1}
+read -r cmdline </proc/cmdline
+[[ $cmdline =~ rshare_vm_node=([0-9]+) ]] && node=${BASH_REMATCH[1]} || node=1
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
@@ -41,6 +41,7 @@ fail() {
 # shellcheck source=/dev/null
 . "$D/params.$node" || fail "no params.$node in the control share"
 # params sets: nodes (1 or 2), repo (absolute path), trace (1: trace setup)
+nodes=${nodes:-1}
 if [ "${trace:-0}" = 1 ]; then
 	PS4='+ [$(</proc/uptime)] '
 	exec 2>/dev/console
@@ -54,30 +55,35 @@ mount -t tmpfs -o mode=1777,nosuid,nodev tmp /tmp || fail "cannot mount /tmp"
 mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm || fail "cannot mount /dev/shm"
 [ -e /dev/pts/ptmx ] || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 [ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
-[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# What udev would make: /dev/fd, /dev/stdin, /dev/stdout, /dev/stderr.
+ln -sf /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
 hostname "node$node"
 
-ip link set lo up || fail "ip link set lo up"
 modprobe -a rdma_rxe ib_uverbs rdma_ucm || fail "cannot load rdma_rxe, ib_uverbs, rdma_ucm"
 
 if [ "$nodes" = 1 ]; then
 	dev=rdma0
 	addrs=(10.77.0.1 10.77.0.2)
-	ip link add rdma0 type dummy || fail "cannot add the dummy netdev rdma0"
+	netcmds="link add rdma0 type dummy"
 else
 	dev=eth0
 	addrs=("10.77.0.$node")
+	netcmds=
 	modprobe virtio_net || fail "cannot load virtio_net"
-	for _ in $(seq 100); do
+	for _ in {1..100}; do
 		[ -e /sys/class/net/eth0 ] && break
 		sleep 0.1
 	done
 	[ -e /sys/class/net/eth0 ] || fail "no eth0 after loading virtio_net"
 fi
 for a in "${addrs[@]}"; do
-	ip addr add "$a/24" dev "$dev" || fail "ip addr add $a/24 dev $dev"
+	netcmds+=$'\n'"addr add $a/24 dev $dev"
 done
-ip link set "$dev" up || fail "ip link set $dev up"
+netcmds+=$'\n'"link set $dev up"$'\n'"link set lo up"
+ip -batch - <<<"$netcmds" || fail "network setup failed: $netcmds"
 rdma link add rxe0 type rxe netdev "$dev" || fail "rdma link add rxe0 type rxe netdev $dev"
 
 port=/sys/class/infiniband/rxe0/ports/1
@@ -96,11 +102,18 @@ rxe_ready() { # port ACTIVE, and a GID for each address (IPv4-mapped)
 		[ $found = 1 ] || return 1
 	done
 }
-for _ in $(seq 200); do
+for _ in {1..200}; do
 	rxe_ready && break
 	sleep 0.05
 done
 rxe_ready || fail "rxe0 port not ACTIVE with GIDs for ${addrs[*]} after 10 s"
+if [ "$dev" = eth0 ]; then # the carrier comes up a moment after the link
+	for _ in {1..100}; do
+		read -r state </sys/class/net/eth0/operstate && [ "$state" = up ] && break
+		sleep 0.1
+	done
+	[ "$state" = up ] || fail "eth0 has no carrier after 10 s"
+fi
 
 [ -n "${repo:-}" ] || fail "no repository path in params.$node"
 mkdir -p "$repo" || fail "mkdir -p $repo"

@@ -37,18 +37,25 @@
 #
 # Failures of the harness itself are loud, on stderr, with the tail of the
 # guest's console:
-#   124  the run took longer than --timeout (default 300 s, boot included);
-#        every QEMU is killed
+#   124  the run took longer than --timeout (default 300 s, counted from
+#        QEMU's start: boot included, an image build not); every QEMU is killed
 #   125  a guest could not boot or set up RDMA, or QEMU would not start
 # With -v, timing lines (boot, command, total) go to stderr.
 #
 # Environment: RSHARE_VM_CACHE (image cache, see image.sh), RSHARE_VM_MEM
-# (guest memory, default 2G), RSHARE_VM_KEEP=DIR (keep consoles and outputs
-# in DIR).
-# Each run works in its own temporary folder (removed at the end), so runs
-# can go in parallel; QEMU dies with run.sh (parent-death signal) and writes
-# nothing to the image (snapshot=on).
+# (guest memory, default 2G), RSHARE_VM_SMP (vCPUs per guest; default 2 for
+# one guest, 1 each for two). For debugging: RSHARE_VM_KEEP=DIR keeps the
+# consoles, QEMU's messages and the outputs in DIR; RSHARE_VM_TRACE=1 traces
+# the guest's setup (with its uptime) on the console; RSHARE_VM_KERNEL_ARGS
+# and RSHARE_VM_QEMU_ARGS add kernel and QEMU arguments.
+# Each run works in its own temporary folder (removed at the end, or by the
+# next run if this one was killed outright), so runs can go in parallel;
+# QEMU dies with run.sh (parent-death signal) and writes nothing to the image
+# (snapshot=on).
 set -euo pipefail
+# The whole script is one block, read before it runs: editing this file
+# cannot disturb runs in progress.
+{
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo=$(cd "$here/../.." && pwd -P)
@@ -82,8 +89,8 @@ case "$nodes" in 1 | 2) ;; *) echo "run.sh: --nodes must be 1 or 2" >&2; exit 2 
 [[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout must be whole seconds" >&2; exit 2; }
 [ -z "$node2_cmd" ] || [ "$nodes" = 2 ] || { echo "run.sh: --node2 needs --nodes 2" >&2; exit 2; }
 
-start=$(date +%s.%N)
-elapsed() { echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}'; }
+start_us=${EPOCHREALTIME/./}
+elapsed() { local d=$((${EPOCHREALTIME/./} - start_us)); printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10)); }
 note() { [ "$verbose" = 0 ] || echo "run.sh: [$(elapsed)s] $*" >&2; }
 
 qemu=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 is missing: run tools/deps.sh"
@@ -92,9 +99,17 @@ img=$(bash "$here/image.sh") || die "no guest image (tests/vm/image.sh failed)"
 for f in vmlinuz initrd.img rootfs.img; do
 	[ -s "$img/$f" ] || die "guest image incomplete: no $img/$f"
 done
+kernel=$img/vmlinuz
+[ ! -s "$img/vmlinux" ] || kernel=$img/vmlinux # uncompressed: boots seconds sooner
 note "image $img"
 
+# Folders of runs that were killed outright (SIGKILL): their run.sh is gone.
+for d in "${TMPDIR:-/tmp}"/rshare-vm.*/; do
+	[ -s "$d/run.pid" ] || continue
+	kill -0 "$(cat "$d/run.pid")" 2>/dev/null || rm -rf "$d"
+done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rshare-vm.XXXXXX")
+echo $$ >"$tmp/run.pid"
 ctl=$tmp/ctl
 mkdir "$ctl"
 chmod 0755 "$tmp" "$ctl"
@@ -107,7 +122,7 @@ cleanup() {
 	if [ -n "${RSHARE_VM_KEEP:-}" ]; then
 		mkdir -p "$RSHARE_VM_KEEP" && cp -r "$tmp"/. "$RSHARE_VM_KEEP"/ 2>/dev/null || :
 	fi
-	rm -rf "$tmp"
+	rm -rf "$tmp" 2>/dev/null || { sleep 0.5; rm -rf "$tmp"; }
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -154,19 +169,16 @@ boot() { # NODE: start the guest of node NODE in the background
 		net=(-netdev "socket,id=n0,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$mine"
 			-device "virtio-net-pci,netdev=n0,mac=52:54:00:4d:00:0$n,romfile=")
 	fi
-	# qboot starts a -kernel boot a second or two sooner than SeaBIOS under TCG.
-	local bios=()
-	[ ! -e /usr/share/qemu/qboot.rom ] || bios=(${RSHARE_VM_BIOS-"-bios qboot.rom"})
 	TMPDIR=$tmp setpriv --pdeathsig KILL -- "$qemu" \
 		-nodefaults -no-user-config -display none -no-reboot \
-		"${bios[@]}" -accel tcg -cpu max -smp "${RSHARE_VM_SMP:-$smp}" -m "${RSHARE_VM_MEM:-2G}" \
-		-kernel "${RSHARE_VM_KERNEL:-$img/vmlinuz}" -initrd "${RSHARE_VM_INITRD:-$img/initrd.img}" \
-		-append "console=ttyS0 root=/dev/vda rw rootfstype=ext4 init=/sbin/rshare-vm-init quiet loglevel=4 panic=-1 fastboot noresume mitigations=off rshare_vm_node=$n ${RSHARE_VM_KERNEL_ARGS:-}" \
+		-accel tcg -cpu max -smp "${RSHARE_VM_SMP:-$smp}" -m "${RSHARE_VM_MEM:-2G}" \
+		-kernel "$kernel" -initrd "$img/initrd.img" \
+		-append "console=ttyS0 root=/dev/vda rw rootfstype=ext4 init=/sbin/rshare-vm-init quiet loglevel=4 panic=-1 mitigations=off rshare_vm_node=$n ${RSHARE_VM_KERNEL_ARGS:-}" \
 		-drive "file=$(qv "$img/rootfs.img"),if=virtio,format=raw,snapshot=on" \
 		-virtfs "local,path=$(qv "$ctl"),mount_tag=ctl,security_model=none,multidevs=remap" \
 		-virtfs "local,path=$(qv "$repo"),mount_tag=repo,security_model=none,multidevs=remap" \
 		"${net[@]}" ${RSHARE_VM_QEMU_ARGS:-} \
-		-serial "file:$(qv "$tmp/console.$n")" \
+		-serial "file:$tmp/console.$n" \
 		</dev/null >"$tmp/qemu.$n" 2>&1 &
 	pids[n]=$!
 }
@@ -183,6 +195,7 @@ console_tail() { # NODE
 	echo "----" >&2
 }
 
+boot_us=${EPOCHREALTIME/./} # --timeout counts from here, not while image.sh builds
 for n in $(seq "$nodes"); do boot "$n"; done
 note "QEMU started ($nodes guest(s), TCG)"
 
@@ -197,7 +210,7 @@ if [ "$nodes" = 2 ]; then
 	tails+=($!)
 fi
 
-deadline=$(($(date +%s) + timeout))
+deadline=$((boot_us + timeout * 1000000))
 booted=()
 timed_out=0
 alive() { kill -0 "$1" 2>/dev/null; }
@@ -215,7 +228,7 @@ while alive "${pids[1]}"; do
 			fi
 		fi
 	done
-	if [ "$(date +%s)" -ge "$deadline" ]; then
+	if [ "${EPOCHREALTIME/./}" -ge "$deadline" ]; then
 		timed_out=1
 		break
 	fi
@@ -260,3 +273,5 @@ if [ -z "$status1" ]; then
 fi
 note "done: status $status1"
 exit "$status1"
+exit
+}
