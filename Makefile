@@ -45,7 +45,10 @@ $(B)/tests/%: tests/%.c $(B)/libcore.a $(wildcard tests/*.h core/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(B)/libcore.a $(LDLIBS)
 
-test: all
+# installs what is missing first (tools/deps.sh: apt-get, as root)
+test:
+	bash tools/deps.sh
+	$(MAKE) all
 	bash tests/run
 
 clean:

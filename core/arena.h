@@ -51,6 +51,7 @@ enum slot_state {
 #define SLOTF_RX_SHUT  0x4u  /* shutdown(SHUT_RD) done here */
 #define SLOTF_NONBLOCK 0x8u  /* O_NONBLOCK on the shared open file */
 #define SLOTF_TX_FIN_SENT 0x10u
+#define SLOTF_RESET    0x20u  /* the connection was reset: reads keep failing */
 
 /* pending_ops: what a process asks of the hub through the doorbell */
 #define SLOTOP_TX     0x1u   /* tx.tail moved: send */

@@ -784,7 +784,7 @@ static int hub_listen_unix(struct hub *h)
 
 static void usage(void)
 {
-	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--daemon]\n");
+	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--syslog] [--daemon]\n");
 }
 
 static int parse_mode(const char *s)
@@ -844,7 +844,9 @@ int hub_main(int argc, char **argv)
 				fprintf(stderr, "rshared: bad address %s\n", argv[i]);
 				return 2;
 			}
-		} else if (!strcmp(argv[i], "--daemon"))
+		} else if (!strcmp(argv[i], "--syslog"))
+			log_to_syslog();
+		else if (!strcmp(argv[i], "--daemon"))
 			daemon_mode = 1;
 		else {
 			usage();

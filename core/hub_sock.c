@@ -236,6 +236,8 @@ static void set_closed(struct hsock *s, int err)
 	s->state = HS_CLOSED;
 	if (s->as) {
 		atomic_store(&s->as->error, err);
+		if (err == ECONNRESET)
+			atomic_fetch_or(&s->as->flags, SLOTF_RESET);
 		atomic_store(&s->as->state, SLOT_CLOSED);
 	}
 	hsock_wake(s);

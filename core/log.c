@@ -9,10 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 int log_level = LOG_LVL_WARN;
 static const char *log_prog = "rshare";
+static int log_syslog;
+
+void log_to_syslog(void)
+{
+	openlog(log_prog, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	log_syslog = 1;
+}
 
 static int parse_level(const char *s, int dflt)
 {
@@ -39,6 +47,14 @@ void log_msg(int level, const char *fmt, ...)
 	va_list ap;
 	if (level > log_level)
 		return;
+	if (log_syslog) {
+		static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+		va_start(ap, fmt);
+		vsyslog(prio[level], fmt, ap);
+		va_end(ap);
+		errno = saved;
+		return;
+	}
 	n = snprintf(buf, sizeof(buf), "%s[%d]: %s: ", log_prog, (int)getpid(), tag[level]);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);

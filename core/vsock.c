@@ -362,6 +362,10 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		st = atomic_load(&as->state);
 		if (st != SLOT_ESTABLISHED) {
 			err = st == SLOT_CLOSED ? vs_take_error(slot) : ENOTCONN;
+			/* a reset stays a reset for readers, even after another
+			 * thread took the pending error: never a clean EOF */
+			if (!err && (atomic_load(&as->flags) & SLOTF_RESET))
+				err = ECONNRESET;
 			if (!total && err)
 				ret = -err;
 			break;

@@ -40,7 +40,7 @@ hub() { # NAME ADDR: start a verbs hub
 	echo "hub $1 did not start:"; cat "$T/$1.log"; return 1
 }
 stat_of() { RSHARE_HUB_NAME=$1 "$B/rshare" stat --json; }
-on() { local h=$1; shift; RSHARE_HUB_NAME=$h RSHARE_NO_AUTOSTART=1 "$B/rshare" run -- "$@"; }
+on() { local h=$1; shift; RSHARE_HUB_NAME=$h RSHARE_NO_AUTOSTART=1 timeout 300 "$B/rshare" run -- "$@"; }
 rc_qps() { rdma resource show qp 2>/dev/null | grep -c 'type RC'; }
 
 wait_line() { # FILE PATTERN COUNT SECS
@@ -57,7 +57,8 @@ hub hubB "$B_ADDR" || exit 1
 qp0=$(rc_qps)
 
 # 1. pre-fork echo, 8 workers x 64 connections, every byte checked, one QP per side
-on hubA "$B/tests/echo-server" -w 8 7100 >"$T/srv.out" 2>"$T/srv.err" &
+RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 1500 "$B/rshare" run -- \
+	"$B/tests/echo-server" -w 8 7100 >"$T/srv.out" 2>"$T/srv.err" &
 pids+=($!)
 wait_line "$T/srv.out" '^ready' 1 30 || { nok "echo server ready"; cat "$T/srv.err"; }
 for i in 1 2 3 4; do
@@ -109,7 +110,7 @@ read -r victim held < <(jq -r --argjson w "$workers" '
 	[$w[] as $p | {pid: $p, n: ([.sockets[] | select(.state == "established" and
 	 (.holders | index($p)) != null)] | length)} | select(.n > 0)] | sort_by(.n) | first | "\(.pid) \(.n)"' "$T/a2.json")
 kill -KILL "$victim"
-for i in 1 2; do wait "${kp[$i]}"; done
+for i in 1 2; do wait "${kp[$i]}"; done # echo-client -t bounds them
 sum() { cat "$T"/k*.out | sed -n "s/.* $1=\([0-9]*\).*/\1/p" | awk '{s += $1} END {print s + 0}'; }
 resets=$(sum resets)
 verified=$(sum verified)
@@ -122,17 +123,30 @@ check "hub A holds nothing of the killed worker" jq -e --argjson p "$victim" '
 	([.processes[] | select(.pid == $p)] | length == 0) and
 	([.sockets[] | select((.holders | index($p)) != null)] | length == 0)' "$T/a3.json"
 
-# 3. SIGKILL of the peer hub: connections on the link reset, a new hub rebuilds it
-on hubB "$B/tests/echo-client" -r -t 6 -c 8 -s 21 -m 32768 "$A_ADDR" 7100 >"$T/h.out" 2>"$T/h.err" &
+# 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
+# the server's hub drops that link and resets every connection on it, its
+# workers see the resets and let go; a new peer hub gets a new link.
+on hubB "$B/tests/echo-client" -r -t 60 -c 8 -s 21 -m 32768 "$A_ADDR" 7100 >"$T/h.out" 2>"$T/h.err" &
 hp=$!
 pids+=($!)
-sleep 3
+sleep 4
 pkill -KILL -f "rshared --addr $B_ADDR"
-wait "$hp"
-check "the peer hub killed: the server side sees its link dropped" \
-	wait_line "$T/hubA.log" 'dropped' 1 30
+check "the peer hub killed: the server's hub drops the link" wait_line "$T/hubA.log" 'dropped' 1 60
+gone=0
+for _ in $(seq 300); do
+	stat_of hubA >"$T/a4.json"
+	if jq -e '[.sockets[] | select(.state != "listening")] | length == 0' "$T/a4.json" >/dev/null; then
+		gone=1
+		break
+	fi
+	sleep 0.2
+done
+check "every connection of the dropped link reset and released on the server side" test "$gone" -eq 1
+# clients whose own hub was killed stay blocked: no hub is left to wake them
+pkill -KILL -f "echo-client -r -t 60" 2>/dev/null
 hub hubB "$B_ADDR" || true
-on hubB "$B/tests/echo-client" -c 4 -s 31 -n 4 -m 65536 "$A_ADDR" 7100 >"$T/n.out" 2>"$T/n.err"
+timeout 300 env RSHARE_HUB_NAME=hubB RSHARE_NO_AUTOSTART=1 "$B/rshare" run -- \
+	"$B/tests/echo-client" -c 4 -s 31 -n 4 -m 65536 "$A_ADDR" 7100 >"$T/n.out" 2>"$T/n.err"
 check "after the peer hub restarted, new connections work over a new verbs link" bash -c "
 	grep -q 'verified=4 resets=0 errors=0' '$T/n.out' &&
 	RSHARE_HUB_NAME=hubA '$B/rshare' stat --json | jq -e '[.links[] | select(.state == \"up\" and .transport == \"verbs\")] | length == 1' >/dev/null"
