@@ -36,7 +36,7 @@ $(B)/librshare.so: $(PRE_OBJ) $(B)/libcore.a
 	$(CC) -shared $(LDFLAGS) -o $@ $(PRE_OBJ) $(B)/libcore.a -ldl $(LDLIBS)
 
 $(B)/rshared: $(B)/tools/rshared.o $(B)/libcore.a
-	$(CC) $(LDFLAGS) -o $@ $^ -libverbs -lrdmacm $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -libverbs -lrdmacm -lunwind $(LDLIBS)
 
 $(B)/rshare: $(B)/tools/rshare.o $(B)/libcore.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

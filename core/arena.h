@@ -89,7 +89,7 @@ struct arena_hdr {
 	uint64_t data_off;
 	uint64_t pool_id;
 	_Atomic uint32_t hub_sleeping;  /* processes kick the pool eventfd only then */
-	uint32_t pad0;
+	_Atomic uint32_t hub_dead;      /* set by a process that saw the hub die */
 	_Atomic uint64_t doorbell[ARENA_DOORBELL_WORDS] __attribute__((aligned(64)));
 };
 

@@ -23,6 +23,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -249,6 +251,8 @@ fail:
 
 int cl_attach(void)
 {
+	if (cl.attached > 0 && cl_hub_dead())
+		return -1; /* its hub died: what is new here uses kernel TCP */
 	if (cl.attached)
 		return cl.attached > 0 ? 0 : -1;
 	pthread_mutex_lock(&attach_lock);
@@ -318,6 +322,55 @@ static void fork_child(void)
 	fork_fd = -1;
 	pthread_mutex_init(&rpc_lock, NULL);
 	pthread_mutex_init(&attach_lock, NULL);
+}
+
+static pid_t watch_pid;
+
+static void *watch_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct arena_hdr *h = cl.arena;
+	char b;
+	ssize_t n;
+	do
+		n = syscall(SYS_recvfrom, fd, &b, 1, 0, NULL, NULL);
+	while (n < 0 && errno == EINTR);
+	/* the hub never writes here: whatever ended the wait is its end */
+	atomic_store(&h->hub_dead, 1);
+	for (uint32_t i = 0; i < h->nslots && i < ARENA_MAX_SLOTS; i++) {
+		struct arena_slot *s = arena_slot(cl.arena, i);
+		atomic_fetch_add(&s->wake_seq, 1);
+		sys_futex(&s->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+	}
+	sys_close(fd);
+	return NULL;
+}
+
+void cl_watch(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+	pid_t me = getpid();
+	int fd;
+	if (watch_pid == me || cl.attached <= 0 || cl_hub_dead())
+		return;
+	pthread_mutex_lock(&attach_lock);
+	if (watch_pid != me && (fd = cl_hub_connect()) >= 0) {
+		/* the application's signals never land on this thread */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&a, 64 << 10);
+		if (pthread_create(&t, &a, watch_main, (void *)(intptr_t)fd) == 0)
+			watch_pid = me;
+		else
+			sys_close(fd);
+		pthread_attr_destroy(&a);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&attach_lock);
 }
 
 void cl_init(void)

@@ -31,6 +31,14 @@ int cl_hi_fd(int fd);                     /* move fd up, close-on-exec */
 void cl_kick(void);                       /* wake a sleeping hub */
 int cl_hub_alive(void);
 void cl_init(void);                       /* fork handlers; call once */
+/* Make sure this process has a watch on its hub: a thread blocked on a
+ * connection to the hub which, when the hub dies, marks the arena and
+ * wakes every waiter of the pool. */
+void cl_watch(void);
+static inline int cl_hub_dead(void)
+{
+	return cl.arena && atomic_load(&((struct arena_hdr *)cl.arena)->hub_dead);
+}
 
 static inline struct arena_slot *cl_slot(uint32_t slot)
 {

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "crash.h"
 #include "log.h"
 #include "msg.h"
 #include "sys.h"
@@ -398,7 +399,9 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		break;
 	case MSG_FORK: {
 		struct proc *parent = proc_by_token(h, q->token);
-		if (pr->pool || !parent || (parent->pid && parent->pid != pr->pid)) {
+		/* only the parent itself may hand its pool on: its token (the
+		 * pool's secret), its pid and its uid, as the kernel saw them */
+		if (pr->pool || !parent || (parent->pid && parent->pid != pr->pid) || parent->uid != pr->uid) {
 			rep.status = -EPERM;
 			break;
 		}
@@ -874,6 +877,7 @@ int hub_main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	crash_install();
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	if (hub_listen_unix(h) < 0) {

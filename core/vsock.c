@@ -52,10 +52,14 @@ int vs_restartable(void)
  * blocked recv on kernel TCP. */
 static int wait_seq(struct arena_slot *as, uint32_t seq)
 {
-	long r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
+	long r;
+	cl_watch();
+	if (cl_hub_dead())
+		return -ECONNRESET;
+	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
 	if (r < 0 && errno == EINTR)
 		return -EINTR;
-	return 0;
+	return cl_hub_dead() ? -ECONNRESET : 0;
 }
 
 static void ring_bell(uint32_t slot, uint32_t op)
@@ -160,9 +164,10 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 			break;
 		/* connect(2) keeps going in the background on a signal; so does this */
 		if (wait_seq(as, seq) == -ECONNRESET) {
+			/* the hub died under us: kernel TCP carries this one */
 			atomic_fetch_sub(&as->waiters, 1);
 			proc_refs[r.slot] = 0;
-			return -ECONNREFUSED;
+			return 1;
 		}
 	}
 	atomic_fetch_sub(&as->waiters, 1);
@@ -252,6 +257,13 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		uint32_t st = atomic_load(&as->state);
 		uint64_t tail, head, space;
 		int err;
+		if (cl_hub_dead()) {
+			/* the hub that carried this connection is gone */
+			if (!total)
+				raise_sigpipe(flags);
+			ret = total ? 0 : -EPIPE;
+			break;
+		}
 		if (st != SLOT_ESTABLISHED || (atomic_load(&as->flags) & SLOTF_TX_SHUT)) {
 			err = st == SLOT_CLOSED ? vs_take_error(slot) : 0;
 			if (total)
@@ -359,6 +371,11 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		}
 		if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
 			break; /* EOF */
+		if (cl_hub_dead()) {
+			if (!total)
+				ret = -ECONNRESET;
+			break;
+		}
 		st = atomic_load(&as->state);
 		if (st != SLOT_ESTABLISHED) {
 			err = st == SLOT_CLOSED ? vs_take_error(slot) : ENOTCONN;

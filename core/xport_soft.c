@@ -28,6 +28,7 @@
 
 #define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
 #define SOFT_IN_CHUNK (256u << 10)
+#define SOFT_PEER_TIMEOUT_MS 10000 /* unacknowledged data this long: the peer is gone */
 
 struct soft_recv {
 	uint64_t wr_id;
@@ -387,6 +388,17 @@ static struct soft_link *sl_new(struct soft *sx, struct link *l, int fd)
 	sl->ev.fn = link_event;
 	l->xpriv = sl;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a peer node that vanishes (its hub killed, its network cut) is
+	 * noticed within about 10 s, idle or not: its connections are reset */
+	{
+		int idle = 5, intvl = 1, cnt = 3;
+		unsigned tmo = SOFT_PEER_TIMEOUT_MS;
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
+	}
 	sl->next = sx->links;
 	sx->links = sl;
 	return sl;

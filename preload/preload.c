@@ -259,7 +259,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 				fill_addr(&cl_slot(ns)->peer, addr, len);
 			return nfd;
 		}
-		if (r != -EAGAIN) {
+		if (r != -EAGAIN && !cl_hub_dead()) {
 			errno = -r;
 			return -1;
 		}

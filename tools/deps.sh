@@ -10,6 +10,7 @@ pkgs=(
 	build-essential # gcc, make, libc headers
 	libibverbs-dev  # the verbs transport
 	librdmacm-dev   # rdma_cm, for the verbs transport
+	libunwind-dev   # the hub's backtrace on a fatal signal
 	bats            # test scripts
 	jq              # reading `rshare stat --json` in tests
 	iproute2        # ip netns, veth, ss
