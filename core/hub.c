@@ -948,3 +948,80 @@ int hub_main(int argc, char **argv)
 	log_info("hub stopping");
 	return 0;
 }
+
+/* ---- entry points for unit tests and fuzzers: a hub without sockets ---- */
+
+struct hub *hub_test_new(void)
+{
+	struct hub *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
+	h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
+	h->epfd = epoll_create1(EPOLL_CLOEXEC);
+	h->node_id = 1;
+	h->port = HUB_DEFAULT_PORT;
+	h->mode = HUB_SOFT;
+	h->lfd = -1;
+	the_hub = h;
+	return h;
+}
+
+struct pool *hub_test_pool(struct hub *h)
+{
+	return pool_new(h);
+}
+
+struct proc *hub_test_proc(struct hub *h, struct pool *p)
+{
+	struct proc *pr = calloc(1, sizeof(*pr));
+	int sv[2];
+	if (!pr || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+		free(pr);
+		return NULL;
+	}
+	close(sv[1]); /* replies go nowhere */
+	pr->fd = sv[0];
+	pr->pid = getpid();
+	pr->uid = getuid();
+	pr->ev.fn = proc_event;
+	pr->pool = p;
+	pr->token = new_token();
+	if (p)
+		p->nprocs++;
+	pr->next = h->procs;
+	h->procs = pr;
+	return pr;
+}
+
+void hub_test_request(struct hub *h, struct proc *pr, const struct msg_req *q)
+{
+	struct msg_req c = *q;
+	proc_request(h, pr, &c, -1);
+}
+
+int hub_test_doorbells(struct hub *h, struct pool *p)
+{
+	return pool_doorbells(h, p);
+}
+
+struct link *hub_test_link(struct hub *h, struct xport *xp)
+{
+	struct link *l = link_alloc(h, xp);
+	if (l)
+		hub_link_up(l, 2);
+	return l;
+}
+
+void hub_test_proc_gone(struct hub *h, struct proc *pr)
+{
+	proc_free(h, pr);
+}
+
+void hub_test_settle(struct hub *h)
+{
+	pools_sweep(h);
+	for (uint32_t i = 0; i < h->ngarbage; i++)
+		free(h->garbage[i]);
+	h->ngarbage = 0;
+}

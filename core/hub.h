@@ -203,6 +203,17 @@ void hub_link_gone(struct hub *h, struct link *l);
 void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len);
 int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
 
+/* hub.c: a hub without sockets, driven directly by unit tests and fuzzers */
+struct msg_req;
+struct hub *hub_test_new(void);
+struct pool *hub_test_pool(struct hub *h);
+struct proc *hub_test_proc(struct hub *h, struct pool *p);
+void hub_test_request(struct hub *h, struct proc *pr, const struct msg_req *q);
+int hub_test_doorbells(struct hub *h, struct pool *p);
+struct link *hub_test_link(struct hub *h, struct xport *xp);
+void hub_test_proc_gone(struct hub *h, struct proc *pr);
+void hub_test_settle(struct hub *h);
+
 /* hub_stat.c */
 char *hub_stat(struct hub *h, int json, size_t *len);
 
