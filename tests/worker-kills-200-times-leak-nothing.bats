@@ -31,9 +31,36 @@ shape() {
 		links: [.links[] | {id, state, connections}]}'
 }
 
+# the 3 long-lived connections are accepted, each held by its worker
+held_accepted() {
+	rs_stat "$NS_A" | jq -e '[.sockets[] | select(.state == "established" and
+		(.holders | length) == 1)] | length == 3' >/dev/null
+}
+
+# a killable worker (a child of the master, not protected) that serves a
+# connection now
+pick_victim() {
+	local kids
+	kids=$(pgrep -P "$master" | xargs)
+	rs_stat "$NS_A" | jq -r --arg p "$protected" --arg k "$kids" '
+		($p | split(" ") | map(tonumber)) as $prot | ($k | split(" ") | map(tonumber)) as $kids |
+		[.sockets[] | select(.state == "established") | .holders[] |
+		 select(. as $h | ($prot | index($h) == null) and ($kids | index($h) != null))] | first // empty'
+}
+
+same_as_before() {
+	[[ $(rs_stat "$NS_A" | shape) == "$shapeA" && $(rs_stat "$NS_B" | shape) == "$shapeB" ]]
+}
+
+workers_whole() {
+	[[ $(pgrep -P "$master" | wc -l) -eq 4 ]]
+}
+
 @test "200 worker kills under load: batches verify or reset, held connections survive, nothing leaks" {
-	local port=7201 master i n victim workers protected kills=0 resets=0 conns=0 bytes=0 v r b
-	local t0=$SECONDS pid out shapeA shapeB
+	local port=7201 i n victim workers kills=0 resets=0 conns=0 bytes=0 v r b held x
+	local t0=$SECONDS pid out
+	# shared with the helpers above
+	master= protected= shapeA= shapeB=
 	rs_bg server "$NS_A" --rshare "$RS_BIN/respawn-server" -w 4 $port
 	rs_wait_ready server
 	master=$(sed -n 's/^master //p' "$RS_TMP/server.out")
@@ -43,8 +70,7 @@ shape() {
 	rs_bg held "$NS_B" --rshare "$RS_BIN/echo-rounds" -c 3 -s 77 -m 65536 -r 3 -g "$RS_TMP/go" \
 		$ADDR_A $port
 	rs_wait_file "$RS_TMP/held.out" '^round 0 ok' 1 20
-	rs_retry 10 bash -c "$(declare -f rs_stat); RSHARE=$RSHARE; rs_stat $NS_A | jq -e \
-		'[.sockets[] | select(.state == \"established\" and (.holders | length) == 1)] | length == 3' >/dev/null" ||
+	rs_retry 10 held_accepted ||
 		rs_fail "the 3 held connections are not each held by one worker: $(rs_stat "$NS_A")"
 	rs_stat "$NS_A" >"$RS_TMP/a0.json"
 	rs_stat "$NS_B" >"$RS_TMP/b0.json"
@@ -62,10 +88,7 @@ shape() {
 		# batch is over (or not yet accepted) after 0.3 s
 		victim=
 		for n in 1 2 3; do
-			victim=$(rs_stat "$NS_A" | jq -r --arg p "$protected" '
-				($p | split(" ") | map(tonumber)) as $prot |
-				[.sockets[] | select(.state == "established") | .holders[] |
-				 select(. as $h | $prot | index($h) == null)] | first // empty')
+			victim=$(pick_victim)
 			[[ -n $victim ]] && break
 			sleep 0.1
 		done
@@ -89,7 +112,7 @@ shape() {
 			rs_wait_file "$RS_TMP/held.out" '^round 1 ok' 1 20
 		fi
 		# the master replaced the worker: the set of workers is whole again
-		rs_retry 5 bash -c "[[ \$(pgrep -P $master | wc -l) -eq 4 ]]" ||
+		rs_retry 5 workers_whole ||
 			rs_fail "kill $i: the master has $(pgrep -P "$master" | wc -l) workers"
 	done
 	echo "$kills kills in $((SECONDS - t0)) s; batches: $conns connections, $resets reset, $bytes bytes verified"
@@ -98,8 +121,7 @@ shape() {
 	((resets > 0)) || rs_fail "no batch connection was ever reset: the kills missed every transfer"
 
 	# everything of the batches is gone: both hubs look as before the kills
-	rs_retry 15 bash -c "$(declare -f rs_stat shape); RSHARE=$RSHARE
-		[[ \$(rs_stat $NS_A | shape) == '$shapeA' && \$(rs_stat $NS_B | shape) == '$shapeB' ]]" || true
+	rs_retry 15 same_as_before || true
 	rs_stat "$NS_A" >"$RS_TMP/a1.json"
 	rs_stat "$NS_B" >"$RS_TMP/b1.json"
 	for x in A:a B:b; do
@@ -120,7 +142,7 @@ shape() {
 	# the long-lived connections are intact: one more round, then a clean close
 	touch "$RS_TMP/go.2"
 	rs_wait_file "$RS_TMP/held.out" '^done$' 1 30
-	held=$(sed -n 's/^round [0-9]* ok conns=3 bytes=\([0-9]*\)$/\1/p' "$RS_TMP/held.out" | paste -sd+ | bc)
+	held=$(sed -n 's/^round [0-9]* ok conns=3 bytes=\([0-9]*\)$/\1/p' "$RS_TMP/held.out" | awk '{ s += $1 } END { print s + 0 }')
 	echo "held connections: 3 rounds verified, $held bytes; total bytes verified $((bytes + held))"
 	[[ $(grep -c '^round [0-9]* ok' "$RS_TMP/held.out") -eq 3 ]]
 }
