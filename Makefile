@@ -56,6 +56,15 @@ clean:
 
 .PHONY: all test clean
 
+# build-san/ alone; and the sanitizer pass of make test alone (tests/san/run:
+# make SAN=1, then the unit tests and bats files on build-san/)
+san:
+	$(MAKE) SAN=1 all
+test-san:
+	bash tests/san/run
+
+.PHONY: san test-san
+
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=] ----
 # The library goes to a private directory, $(PREFIX)/lib/rshare: it is
 # preloaded by path (rshare run), never linked; from there it starts the
@@ -102,3 +111,50 @@ uninstall:
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 .PHONY: install uninstall
+
+# ---- fuzz: make fuzz [FUZZ_SECS=300] (libFuzzer, clang; see tests/fuzz/*.c) ----
+# The core is compiled again by clang with the fuzzer's coverage and
+# ASan/UBSan into build/fuzz/core (build/libcore.a is gcc's).  Each target
+# runs FUZZ_SECS seconds from tests/fuzz/corpus/<target>/; what it finds new
+# goes to build/fuzz/corpus/<target>/ (a scratch corpus, listed first, so the
+# checked-in one never grows), crashes to build/fuzz/crash-<target>-*.
+FUZZ_CC      ?= clang
+FUZZ_SECS    ?= 300
+FUZZ_B       := build/fuzz
+FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -pthread -Icore -Wall -Wextra \
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ_BIN     := $(patsubst tests/fuzz/%.c,$(FUZZ_B)/%,$(FUZZ_SRC))
+FUZZ_CORE    := $(patsubst core/%.c,$(FUZZ_B)/core/%.o,$(CORE_SRC))
+# Comparison tracing costs the hub's scans of every socket id (hub_link_up,
+# hub_link_gone: 2^20 each) 10x: edge coverage only, except in the decoders.
+FUZZ_COV     := -fno-sanitize-coverage=trace-cmp
+$(FUZZ_B)/core/frame.o: FUZZ_COV :=
+
+$(FUZZ_B)/core/%.o: core/%.c $(wildcard core/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_COV) -c -o $@ $<
+$(FUZZ_B)/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_CORE) $(wildcard tests/fuzz/*.h core/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CORE) -libverbs -lrdmacm -lunwind -pthread
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@fail=0; for t in $(FUZZ_BIN); do n=$${t##*/}; \
+		rm -rf $(FUZZ_B)/corpus/$$n; mkdir -p $(FUZZ_B)/corpus/$$n; \
+		echo "== $$n: $(FUZZ_SECS) s"; \
+		$$t -max_total_time=$(FUZZ_SECS) -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/crash-$$n- \
+			$(FUZZ_B)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_B)/$$n.log 2>&1 || { fail=1; \
+			echo "$$n: FAILED, see $(FUZZ_B)/$$n.log"; tail -n 40 $(FUZZ_B)/$$n.log; }; \
+		echo "$$n: $$(grep -h 'stat::number_of_executed_units' $(FUZZ_B)/$$n.log | tr -s ' ')"; \
+	done; exit $$fail
+
+.PHONY: fuzz fuzz-build
+
+# the soak (tests/soak.sh): 64 processes, 2000 connections, random worker
+# kills, every byte checked, the hubs' RSS watched; SOAK_SECS etc. tune it
+soak: all
+	bash tests/soak.sh
+
+.PHONY: soak

@@ -115,6 +115,7 @@ static struct pool *pool_new(struct hub *h)
 	}
 	if (arena_format(p->base, p->bytes, p->id) < 0)
 		goto fail;
+	p->slots = (struct arena_slot *)((uint8_t *)p->base + ((struct arena_hdr *)p->base)->slots_off);
 	{
 		/* receive rings below, send rings above a chunk boundary, so that
 		 * only receive rings are ever registered remote-writable */
@@ -236,8 +237,13 @@ static int pool_doorbells(struct hub *h, struct pool *p)
 				continue; /* a bell on a free slot: ignore */
 			s = h->socks[sid];
 			ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
-			if (ops & SLOTOP_TX)
+			if (ops & SLOTOP_TX) {
+				uint32_t gen = s->gen;
 				hsock_tx(h, s);
+				s = h->socks[sid]; /* an abort may have ended it */
+				if (!s || s->gen != gen || !s->as)
+					continue;
+			}
 			if (ops & SLOTOP_CREDIT)
 				hsock_credit(h, s);
 		}
@@ -750,6 +756,17 @@ void hub_link_writable(struct link *l)
 	free(w);
 }
 
+void hub_reap_doomed(struct hub *h)
+{
+	struct link *l;
+again:
+	for (l = h->links; l; l = l->next)
+		if (l->doomed && l->state != LINK_DOWN) {
+			hub_link_fail(l, l->doomed);
+			goto again;
+		}
+}
+
 static void check_deadlines(struct hub *h)
 {
 	uint64_t now = hub_now_ms();
@@ -940,6 +957,7 @@ int hub_main(int argc, char **argv)
 			ev->fn(h, ev, evs[i].events);
 		}
 		check_deadlines(h);
+		hub_reap_doomed(h);
 		pools_sweep(h);
 		for (uint32_t i = 0; i < h->ngarbage; i++)
 			free(h->garbage[i]);
@@ -1020,6 +1038,7 @@ void hub_test_proc_gone(struct hub *h, struct proc *pr)
 
 void hub_test_settle(struct hub *h)
 {
+	hub_reap_doomed(h);
 	pools_sweep(h);
 	for (uint32_t i = 0; i < h->ngarbage; i++)
 		free(h->garbage[i]);

@@ -38,6 +38,7 @@ struct pool {
 	struct hub_ev ev;
 	void *base;
 	uint64_t bytes;
+	struct arena_slot *slots;     /* the slot array, as the hub laid it out (never re-read) */
 	struct arena_alloc *rx_alloc; /* receive rings: the only remotely writable part */
 	struct arena_alloc *tx_alloc; /* send rings */
 	struct xmr *mrs;              /* per POOL_CHUNK, registered on first use */
@@ -74,6 +75,7 @@ struct link {
 	union sockaddr_any local_addr; /* our end of the link */
 	uint64_t deadline_ms;          /* connect deadline */
 	int was_up;
+	const char *doomed;            /* failed mid-work: dropped between event batches */
 	char dev[32];                  /* verbs: device and port */
 	int dev_port;
 	uint32_t qpn;                  /* verbs: our QP number */
@@ -176,6 +178,8 @@ struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sock
 void hub_link_up(struct link *l, uint64_t peer_node);
 void hub_link_fail(struct link *l, const char *why);
 void hub_link_writable(struct link *l);
+/* Drop links that failed in the middle of other work (hsock_tx). */
+void hub_reap_doomed(struct hub *h);
 /* Where does the payload of an incoming write go?  iov count, 0 to discard,
  * -1 when the write breaks the protocol (the link is then dropped). */
 int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);

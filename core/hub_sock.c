@@ -91,7 +91,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	s->pool = p;
 	s->slot = slot;
 	s->evfd = -1;
-	s->as = as = arena_slot(p->base, slot);
+	s->as = as = p->slots + slot;
 	/* the slot is free: no process maps it as a socket, so plain stores do */
 	atomic_store(&as->state, SLOT_FREE);
 	atomic_store(&as->error, 0);
@@ -622,7 +622,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 	struct link *l = s->link;
 	uint64_t tail;
 	uint8_t *base;
-	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || !s->as)
+	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as)
 		return;
 	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
 	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail - s->tx_done < s->tx_posted - s->tx_done) {
@@ -650,7 +650,8 @@ void hsock_tx(struct hub *h, struct hsock *s)
 			return;
 		}
 		if (r < 0) {
-			hub_link_fail(l, "post failed");
+			/* dropped between event batches: callers still hold s */
+			l->doomed = "post failed";
 			return;
 		}
 		s->tx_posted += n;

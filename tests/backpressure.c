@@ -14,10 +14,12 @@
  * until HOLDFILE exists (at most 120 s).
  *
  * send: sets SO_SNDBUF and SO_RCVBUF to BUF before connect(), connects,
- * writes BYTES of the stream of SEED in writes of random size (up to
- * 64 KiB), shuts down its side, waits for the receiver's EOF and exits.
- * With -d every write is send(MSG_DONTWAIT): EAGAIN is counted and the
- * write retried after 1 ms; without it writes block.  A second thread
+ * writes BYTES of the stream of SEED, shuts down its side, waits for the
+ * receiver's EOF and exits.  With -d every write is send(MSG_DONTWAIT) of
+ * random size up to 64 KiB: EAGAIN is counted and the rest retried after
+ * 1 ms; without it writes block, and are of random size up to 1 KiB, so
+ * that the count of bytes written is never more than 1 KiB behind what the
+ * socket took.  A second thread
  * prints "progress MS sent=N eagain=E" every 100 ms (MS since connect,
  * N the bytes accepted by write so far), and the end prints
  * "sent BYTES eagain=E".
@@ -147,7 +149,7 @@ static int do_send(int buf, uint64_t seed, uint64_t bytes, int dontwait, const c
 	if (!b)
 		t_die("backpressure send: out of memory");
 	while (pos < bytes) {
-		size_t len = 1 + t_splitmix(&rng) % (64 << 10);
+		size_t len = 1 + t_splitmix(&rng) % (dontwait ? 64 << 10 : 1 << 10);
 		if (len > bytes - pos)
 			len = (size_t)(bytes - pos);
 		t_stream_fill(seed, pos, b, len);

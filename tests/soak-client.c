@@ -1,14 +1,14 @@
 /*
- * soak-client -c CONNS -t SECS [-s SEED] [-m MAXSIZE] [-R READY] HOST PORT
+ * soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE] [-R READY] HOST PORT
  *
- * Keeps CONNS connections to an echo server busy for SECS seconds, one
- * thread each.  A connection sends one message of random size (1..MAXSIZE,
+ * Keeps CONNS connections to an echo server busy for SECS seconds (or MS
+ * milliseconds), one thread each.  A connection sends one message of random size (1..MAXSIZE,
  * default and at most 64 KiB, so that it always fits in flight; a quarter
  * of the messages are at most 64 bytes), reads the echo back and checks
  * every byte against the connection's deterministic stream, again and
  * again.  A connection reset (ECONNRESET or EPIPE, as when the server
  * worker holding it is killed) is counted and the thread connects again,
- * with a fresh stream.  When SECS are up each connection shuts down its
+ * with a fresh stream.  When the time is up each connection shuts down its
  * side and expects EOF right after its last echoed byte (a reset there is
  * counted as a reset).
  *
@@ -34,7 +34,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-static int nconns, secs;
+static int nconns;
+static double secs;
 static uint64_t maxsize = 64 << 10, base_seed = 1;
 static struct sockaddr_in dst;
 static struct timespec t0;
@@ -187,17 +188,18 @@ static void *conn_thread(void *arg)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "c:t:s:m:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:T:s:m:R:")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
-		case 't': secs = atoi(optarg); break;
+		case 't': secs = atof(optarg); break;
+		case 'T': secs = atof(optarg) / 1000; break;
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'R': ready = optarg; break;
 		default: goto usage;
 		}
 	}
-	if (optind != argc - 2 || nconns < 1 || secs < 1 || maxsize < 1 || maxsize > (64 << 10))
+	if (optind != argc - 2 || nconns < 1 || !(secs > 0) || maxsize < 1 || maxsize > (64 << 10))
 		goto usage;
 	signal(SIGPIPE, SIG_IGN);
 	dst.sin_family = AF_INET;
@@ -224,6 +226,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	return corrupt || lost || errors ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: soak-client -c CONNS -t SECS [-s SEED] [-m MAXSIZE<=65536] [-R READY] HOST PORT\n");
+	fprintf(stderr, "usage: soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE<=65536] [-R READY] HOST PORT\n");
 	return 2;
 }

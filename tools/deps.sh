@@ -25,6 +25,7 @@ pkgs=(
 	util-linux      # tests/vm: flock, setpriv
 	xz-utils        # tests/vm/image.sh: unpacks the guest kernel
 	binutils        # tests/vm/image.sh: readelf
+	clang           # make fuzz: libFuzzer targets (tests/fuzz)
 )
 
 installed() {
