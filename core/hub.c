@@ -739,21 +739,38 @@ void hub_link_fail(struct link *l, const char *why)
 	hub_defer_free(h, l);
 }
 
+/* A transport says posting may resume.  Only noted here: the waiting
+ * sockets are resumed from the main loop (hub_run_writable), never from
+ * inside a post, where the socket being posted from may itself be waiting
+ * and would post the same bytes twice. */
 void hub_link_writable(struct link *l)
 {
-	struct hub *h = the_hub;
-	uint32_t n = l->ntxwait;
-	uint32_t *w = l->txwait;
-	l->txwait = NULL;
-	l->ntxwait = l->txwait_cap = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct hsock *s = h->socks[w[i]];
-		if (s) {
-			s->on_txwait = 0;
-			hsock_tx(h, s);
+	l->writable = 1;
+}
+
+int hub_run_writable(struct hub *h)
+{
+	int ran = 0;
+	for (struct link *l = h->links; l; l = l->next) {
+		uint32_t n, *w;
+		if (!l->writable || l->state != LINK_UP)
+			continue;
+		l->writable = 0;
+		n = l->ntxwait;
+		w = l->txwait;
+		l->txwait = NULL;
+		l->ntxwait = l->txwait_cap = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			struct hsock *s = h->socks[w[i]];
+			if (s && s->link == l) {
+				s->on_txwait = 0;
+				hsock_tx(h, s);
+			}
 		}
+		free(w);
+		ran |= n > 0;
 	}
-	free(w);
+	return ran;
 }
 
 void hub_reap_doomed(struct hub *h)
@@ -943,6 +960,7 @@ int hub_main(int argc, char **argv)
 					hub_route(h, &wc[i]);
 				busy = 1;
 			}
+			busy |= hub_run_writable(h);
 		} while (busy);
 		set_sleeping(h, 1);
 		for (struct pool *p = h->pools; p && !rang; p = p->next) {
@@ -1038,6 +1056,7 @@ void hub_test_proc_gone(struct hub *h, struct proc *pr)
 
 void hub_test_settle(struct hub *h)
 {
+	hub_run_writable(h);
 	hub_reap_doomed(h);
 	pools_sweep(h);
 	for (uint32_t i = 0; i < h->ngarbage; i++)

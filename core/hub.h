@@ -76,6 +76,7 @@ struct link {
 	uint64_t deadline_ms;          /* connect deadline */
 	int was_up;
 	const char *doomed;            /* failed mid-work: dropped between event batches */
+	int writable;                  /* the transport has room again: resume txwait */
 	char dev[32];                  /* verbs: device and port */
 	int dev_port;
 	uint32_t qpn;                  /* verbs: our QP number */
@@ -180,6 +181,8 @@ void hub_link_fail(struct link *l, const char *why);
 void hub_link_writable(struct link *l);
 /* Drop links that failed in the middle of other work (hsock_tx). */
 void hub_reap_doomed(struct hub *h);
+/* Resume the sockets that waited for room on links that have it again. */
+int hub_run_writable(struct hub *h);
 /* Where does the payload of an incoming write go?  iov count, 0 to discard,
  * -1 when the write breaks the protocol (the link is then dropped). */
 int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);

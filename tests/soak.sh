@@ -104,7 +104,7 @@ trap 'exit 143' TERM INT
 echo "$NS_A $NS_B" >"$RS_TMP/nodes"
 RS_BG_TIMEOUT=$((SECS + 300))
 rs_two_nodes || die "could not make the two nodes"
-say "seed $SEED; nodes $NS_A (server, $WORKERS workers) and $NS_B ($CLIENTS client processes, $CONNS connections); $SECS s; a kill every ~$KILL_MS ms; logs in $RS_TMP"
+say "seed $SEED; nodes $NS_A (server, $WORKERS workers) and $NS_B ($CLIENTS client processes, $CONNS connections); $SECS s; $( ((KILL_MS > 0)) && echo "a kill every ~$KILL_MS ms" || echo "no kills"); logs in $RS_TMP"
 RANDOM=$SEED
 
 hub_pid() { rs_stat "$1" | jq -r .pid; }
@@ -224,6 +224,10 @@ link_rx=$(jq '[.links[].bytes_rx] | add // 0' "$RS_TMP/a-end.json")
 ((resets == held_by_killed)) ||
 	fails+=("the clients saw $resets resets; the killed workers held $held_by_killed connections")
 ((kills > 0 || resets == 0)) || fails+=("$resets resets without a kill")
+drops_a=$(jq '.counters.links_dropped + .counters.malformed' "$RS_TMP/a-end.json")
+drops_b=$(jq '.counters.links_dropped + .counters.malformed' "$RS_TMP/b-end.json")
+((drops_a == 0 && drops_b == 0)) ||
+	fails+=("the link was dropped (links_dropped + malformed: A $drops_a, B $drops_b): $(grep -hE 'link [0-9]+ .*dropped' "$RS_TMP"/hub-*.err | sed 's/^rshared\[[0-9]*\]: //' | sort | uniq -c | sed 's/^ *//' | paste -sd ';')")
 ((fb_a == 0 && fb_b == 0)) || fails+=("fallback to kernel TCP: A $fb_a, B $fb_b connections")
 ((link_total >= opened)) || fails+=("A's link carried $link_total connections; the clients opened $opened")
 ((link_rx >= bytes)) || fails+=("A's link received $link_rx bytes; the clients verified $bytes")

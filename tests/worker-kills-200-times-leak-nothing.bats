@@ -87,7 +87,7 @@ workers_whole() {
 			$ADDR_A $port
 		pid=$RS_LASTPID
 		# a killable worker that serves this batch; any killable one if the
-		# batch is over (or not yet accepted) after 0.3 s
+		# batch is over (or not yet accepted) after 30 looks
 		victim=
 		for n in $(seq 30); do
 			victim=$(pick_victim) && [[ -n $victim ]] && break
