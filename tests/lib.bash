@@ -214,5 +214,13 @@ rs_teardown() {
 	fi
 	# collect the background children still known to this shell
 	wait 2>/dev/null
+	# sanitizer pass (tests/san/san.bash): a UBSan report, which goes to
+	# stderr (not to its log_path when ASan is linked too), fails the test
+	if [[ ${RSHARE_SAN_PASS:-0} == 1 && -d ${RS_TMP:-} ]] &&
+		grep -rqsI --include='*.err' --include='*.log' 'runtime error:' "$RS_TMP"; then
+		echo "--- UBSan reported (sanitizer pass):" >&2
+		grep -rlsI --include='*.err' --include='*.log' 'runtime error:' "$RS_TMP" >&2
+		return 1
+	fi
 	return 0
 }

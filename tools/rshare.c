@@ -719,13 +719,20 @@ static int hub_spawn(const char *path, int port, int quiet)
 	if (read(pidp[0], &hub, sizeof(hub)) != sizeof(hub))
 		hub = -1;
 	close(pidp[0]);
-	for (int t = 0; t < 100; t++) { /* 10 s */
+	for (int t = 0, eof = 0; t < 100; t++) { /* 10 s */
 		struct pollfd pf = {.fd = errp[0], .events = POLLIN};
 		char *ans;
-		if (poll(&pf, 1, 100) > 0) {
+		/* at end of file (the hub's stderr went to a log, or it closed it)
+		 * the pipe no longer paces the wait: sleep instead */
+		if (eof) {
+			struct timespec ts = {0, 100 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		} else if (poll(&pf, 1, 100) > 0) {
 			ssize_t n = read(errp[0], out + outlen, sizeof(out) - 1 - outlen);
 			if (n > 0)
 				outlen += n;
+			else
+				eof = 1;
 		}
 		/* up is when it answers STAT: its links' port is open by then */
 		if ((ans = hub_query(1, NULL))) {

@@ -5,16 +5,21 @@
 # rshare and every test program with -fsanitize=address,undefined) and runs
 # tests/run again on it: RSHARE_SAN_PASS=1 RSHARE_BUILD=build-san, the unit
 # tests and every tests/*.bats file but those listed in tests/san/exclude
-# (valgrind and ASan do not mix).  Every TAP line of that pass gets
-# " [asan+ubsan]" after the test's name, and its counts go into the one
-# final line of tests/run.  RSHARE_NO_SAN=1 leaves the pass out (one skip).
+# (valgrind, the fuzz targets' own build, soak and stress tests: time).
+# Every TAP line of that pass gets " [asan+ubsan]" after the test's name,
+# and its counts go into the one final line of tests/run.  RSHARE_NO_SAN=1
+# leaves the pass out (one skip).
 # `make test-san` (tests/san/run [BATS-FILES]) runs the pass alone.
 #
-# In the pass (san_env), every sanitizer report of every process - hubs the
+# In the pass (san_env), every ASan/LSan report of every process - hubs the
 # library started, preloaded programs whose exit status no test looks at -
-# goes to a file of its own ($SAN_DIR/log/{asan,ubsan}.EXE.PID), and
-# san_check, after the unit tests and after each bats file, prints each
-# report as a failure of its own.  The options:
+# goes to a file of its own ($SAN_DIR/log/asan.EXE.PID), and san_check,
+# after the unit tests and after each bats file, prints each report as a
+# failure of its own.  UBSan ignores its log_path when ASan is linked too
+# (gcc 12: its report path call lands in libasan), so its reports go to
+# stderr: halt_on_error=1 ends the process (exit 1), and rs_teardown
+# (tests/lib.bash) fails the test when a "runtime error:" is in one of its
+# *.err or *.log files (the programs' and hubs' stderr).  The options:
 #   UBSan: halt_on_error=1 print_stacktrace=1
 #   ASan:  verify_asan_link_order=0, because an ASan-built program (test
 #          programs, rshared, rshare) with the ASan-built library preloaded
@@ -46,7 +51,7 @@ san_env() {
 		echo detect_leaks=1 >"$SAN_DIR/$name.asan"
 	done
 	export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0:log_path=$SAN_DIR/log/asan:log_exe_name=1:include_if_exists=$SAN_DIR/%b.asan"
-	export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$SAN_DIR/log/ubsan:log_exe_name=1"
+	export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 	unset LSAN_OPTIONS
 }
 
