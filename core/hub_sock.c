@@ -459,6 +459,21 @@ static int q_push(struct hsock *ls, uint32_t sid)
 	return 0;
 }
 
+/* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
+ * named: its socket, its ring and (verbs) the ring's address and key. */
+static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
+{
+	s->state = HS_ESTABLISHED;
+	s->link = l;
+	s->peer = c->src;
+	s->peer_ring = c->ring;
+	s->peer_raddr = c->val;
+	s->peer_rkey = c->rkey;
+	s->counted = 1;
+	l->conns++;
+	l->conns_total++;
+}
+
 /* A CONNECT for a listener with room: the connection is established now,
  * as the kernel completes the handshake before accept(). */
 static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct wire_ctl *c)
@@ -476,18 +491,10 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 		send_ctl(l, &r, 0);
 		return;
 	}
-	s->state = HS_ESTABLISHED;
-	s->link = l;
-	s->peer = c->src;
-	s->peer_ring = c->ring;
-	s->peer_raddr = c->val;
-	s->peer_rkey = c->rkey;
+	establish(s, l, c);
 	s->queued = 1;
 	s->accepted = 1;
 	s->listener = ls->sid;
-	s->counted = 1;
-	l->conns++;
-	l->conns_total++;
 	wire_addr_get(&s->local, c->family, c->addr_a, c->port);
 	wire_addr_get(&s->peer_addr, c->family, c->addr_b, c->src_port);
 	if (ls->local.sa.sa_family == AF_INET6 && c->family == AF_INET) {
@@ -816,14 +823,7 @@ static void on_accept(struct hub *h, struct link *l, struct hsock *s, const stru
 		send_simple(l, CTL_RESET, c->src, 0, 0);
 		return;
 	}
-	s->state = HS_ESTABLISHED;
-	s->peer = c->src;
-	s->peer_ring = c->ring;
-	s->peer_raddr = c->val;
-	s->peer_rkey = c->rkey;
-	s->counted = 1;
-	l->conns++;
-	l->conns_total++;
+	establish(s, l, c);
 	atomic_store(&s->as->state, SLOT_ESTABLISHED);
 	hsock_wake(s);
 	hsock_tx(h, s);
