@@ -261,16 +261,7 @@ static void set_sleeping(struct hub *h, uint32_t v)
 
 static int proc_hold(struct proc *pr, uint32_t sid)
 {
-	if (pr->nsocks == pr->cap) {
-		uint32_t cap = pr->cap ? pr->cap * 2 : 16;
-		uint32_t *n = realloc(pr->socks, cap * sizeof(*n));
-		if (!n)
-			return -1;
-		pr->socks = n;
-		pr->cap = cap;
-	}
-	pr->socks[pr->nsocks++] = sid;
-	return 0;
+	return sid_push(&pr->socks, &pr->nsocks, &pr->cap, sid);
 }
 
 static int proc_holds(struct proc *pr, uint32_t sid)

@@ -11,6 +11,7 @@
 #define RSHARE_HUB_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "arena.h"
@@ -162,6 +163,22 @@ struct hub {
 };
 
 int hub_main(int argc, char **argv);
+
+/* Append v to the growing array *a of *n entries (capacity *cap):
+ * 0, or -1 when memory ran out (nothing changed then). */
+static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
+{
+	if (*n == *cap) {
+		uint32_t c = *cap ? *cap * 2 : 16;
+		uint32_t *m = realloc(*a, c * sizeof(*m));
+		if (!m)
+			return -1;
+		*a = m;
+		*cap = c;
+	}
+	(*a)[(*n)++] = v;
+	return 0;
+}
 
 /* event loop */
 int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);

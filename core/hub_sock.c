@@ -404,15 +404,8 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 
 int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd)
 {
-	if (h->nlisteners == h->listeners_cap) {
-		uint32_t cap = h->listeners_cap ? h->listeners_cap * 2 : 16;
-		uint32_t *n = realloc(h->listeners, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		h->listeners = n;
-		h->listeners_cap = cap;
-	}
-	h->listeners[h->nlisteners++] = s->sid;
+	if (sid_push(&h->listeners, &h->nlisteners, &h->listeners_cap, s->sid) < 0)
+		return -ENOMEM;
 	if (backlog < 0)
 		backlog = 0;
 	if (backlog > 4096)
@@ -445,20 +438,6 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 	return NULL;
 }
 
-static int q_push(struct hsock *ls, uint32_t sid)
-{
-	if (ls->qlen == ls->qcap) {
-		uint32_t cap = ls->qcap ? ls->qcap * 2 : 16;
-		uint32_t *n = realloc(ls->q, cap * sizeof(*n));
-		if (!n)
-			return -1;
-		ls->q = n;
-		ls->qcap = cap;
-	}
-	ls->q[ls->qlen++] = sid;
-	return 0;
-}
-
 /* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
  * named: its socket, its ring and (verbs) the ring's address and key. */
 static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
@@ -482,7 +461,7 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
 	if (s)
 		s->link = l;
-	if (!s || ring_keys(h, s) < 0 || q_push(ls, s->sid) < 0) {
+	if (!s || ring_keys(h, s) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, s->sid) < 0) {
 		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
 		if (s)
 			hsock_free(h, s);
@@ -578,16 +557,8 @@ static void txwait(struct hsock *s)
 	struct link *l = s->link;
 	if (s->on_txwait)
 		return;
-	if (l->ntxwait == l->txwait_cap) {
-		uint32_t cap = l->txwait_cap ? l->txwait_cap * 2 : 16;
-		uint32_t *n = realloc(l->txwait, cap * sizeof(*n));
-		if (!n)
-			return;
-		l->txwait = n;
-		l->txwait_cap = cap;
-	}
-	l->txwait[l->ntxwait++] = s->sid;
-	s->on_txwait = 1;
+	if (sid_push(&l->txwait, &l->ntxwait, &l->txwait_cap, s->sid) == 0)
+		s->on_txwait = 1;
 }
 
 static void abort_sock(struct hub *h, struct hsock *s, const char *why)
