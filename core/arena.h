@@ -11,6 +11,7 @@
  * the hub before the slot is handed out):
  *   process: tx.tail, rx.head, pending_ops, doorbell bits, waiters, flags
  *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks
+ *   both:    rx_sig, tx_blk (readiness hints, see hub_poll.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
  *            flags bits, addresses, ring geometry, gen
  * The hub never trusts a value a process writes: counters are checked with
@@ -28,7 +29,7 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 1
+#define ARENA_VERSION 2
 #define ARENA_MAX_SLOTS 4096
 #define ARENA_DOORBELL_WORDS (ARENA_MAX_SLOTS / 64)
 #define ARENA_DEFAULT_BYTES (512ull << 20)  /* sparse: only touched pages cost */
@@ -56,6 +57,7 @@ enum slot_state {
 /* pending_ops: what a process asks of the hub through the doorbell */
 #define SLOTOP_TX     0x1u   /* tx.tail moved: send */
 #define SLOTOP_CREDIT 0x2u   /* rx.head moved: return credit */
+#define SLOTOP_POLL   0x4u   /* readiness descriptor: look again (see rx_sig) */
 
 union sockaddr_any {
 	struct sockaddr sa;
@@ -75,9 +77,13 @@ struct arena_slot {
 	struct ring rx;               /* hub produces, process consumes */
 	struct ring tx;               /* process produces, hub consumes */
 	_Atomic uint64_t rx_credit_mark; /* rx.head when credit was last asked */
+	/* readiness descriptor (hub_poll.c): rx_sig is 1 while a byte the hub
+	 * wrote may sit in it; tx_blk is 1 while a process filled it because
+	 * the send ring was full */
+	_Atomic uint32_t rx_sig, tx_blk;
 	union sockaddr_any local, peer;
 	pthread_mutex_t rx_lock, tx_lock; /* robust, process-shared */
-	uint8_t pad[64];
+	uint8_t pad[56];
 } __attribute__((aligned(64)));
 
 struct arena_hdr {

@@ -206,11 +206,47 @@ int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd)
 	return ret;
 }
 
+/* An RPC whose reply carries one descriptor (-1 when none came). */
+int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd)
+{
+	int ret;
+	*fd = -1;
+	pthread_mutex_lock(&rpc_lock);
+	ret = cl.ctl_fd >= 0 ? rpc_on(cl.ctl_fd, q, r, -1, fd, 1) : -ECONNRESET;
+	pthread_mutex_unlock(&rpc_lock);
+	return ret;
+}
+
+/* The arena and pool eventfd of a HELLO (or EXECED) reply. */
+static int map_pool(const struct msg_rep *rp, int *fds)
+{
+	struct msg_rep r = *rp;
+	struct arena_hdr *h;
+	cl.arena = mmap(NULL, r.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	sys_close(fds[0]);
+	if (cl.arena == MAP_FAILED) {
+		cl.arena = NULL;
+		sys_close(fds[1]);
+		return -1;
+	}
+	h = cl.arena;
+	if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION || h->bytes != r.arena_bytes) {
+		munmap(cl.arena, r.arena_bytes);
+		cl.arena = NULL;
+		sys_close(fds[1]);
+		return -1;
+	}
+	cl.arena_bytes = r.arena_bytes;
+	cl.pool_id = r.pool_id;
+	cl.token = r.token;
+	cl.evfd = cl_hi_fd(fds[1]);
+	return 0;
+}
+
 static int attach_locked(void)
 {
 	struct msg_req q = {.op = MSG_HELLO, .pid = getpid()};
 	struct msg_rep r;
-	struct arena_hdr *h;
 	int fds[2], fd = cl_hub_connect();
 	if (fd < 0 && getenv("RSHARE_NO_AUTOSTART") == NULL) {
 		start_hub();
@@ -224,24 +260,8 @@ static int attach_locked(void)
 		return -1;
 	if (rpc_on(fd, &q, &r, -1, fds, 2) < 0 || r.status || fds[0] < 0 || fds[1] < 0)
 		goto fail;
-	cl.arena = mmap(NULL, r.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-	sys_close(fds[0]);
-	if (cl.arena == MAP_FAILED) {
-		cl.arena = NULL;
-		sys_close(fds[1]);
+	if (map_pool(&r, fds) < 0)
 		goto fail;
-	}
-	h = cl.arena;
-	if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION || h->bytes != r.arena_bytes) {
-		munmap(cl.arena, r.arena_bytes);
-		cl.arena = NULL;
-		sys_close(fds[1]);
-		goto fail;
-	}
-	cl.arena_bytes = r.arena_bytes;
-	cl.pool_id = r.pool_id;
-	cl.token = r.token;
-	cl.evfd = cl_hi_fd(fds[1]);
 	cl.ctl_fd = fd;
 	return 0;
 fail:
@@ -371,6 +391,56 @@ void cl_watch(void)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_mutex_unlock(&attach_lock);
+}
+
+/* ---- exec ----
+ * Before exec, a new connection to the hub is made exactly as for fork
+ * (MSG_FORK: it holds every socket of this process), the sockets that do
+ * not survive the exec (close-on-exec) are released on it, and it is left
+ * open across the exec; the new program names itself on it (MSG_EXECED)
+ * and maps the pool again.  When exec fails, closing it undoes all. */
+int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop)
+{
+	struct msg_req q = {.op = MSG_FORK};
+	struct msg_rep r;
+	int fd;
+	if (cl.attached <= 0 || cl_hub_dead())
+		return -1;
+	q.token = cl.token;
+	q.pid = getpid();
+	fd = cl_hub_connect();
+	if (fd < 0)
+		return -1;
+	if (rpc_on(fd, &q, &r, -1, NULL, 0) < 0 || r.status)
+		goto fail;
+	for (int i = 0; i < ndrop; i++) {
+		struct msg_req d = {.op = MSG_RELEASE, .slot = slots[i], .gen = gens[i]};
+		if (rpc_on(fd, &d, &r, -1, NULL, 0) < 0)
+			goto fail;
+	}
+	if (sys_fcntl(fd, F_SETFD, 0) < 0)
+		goto fail;
+	return fd;
+fail:
+	sys_close(fd);
+	return -1;
+}
+
+int cl_exec_adopt(int fd)
+{
+	struct msg_req q = {.op = MSG_EXECED, .pid = getpid()};
+	struct msg_rep r;
+	int fds[2];
+	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (rpc_on(fd, &q, &r, -1, fds, 2) < 0 || r.status || fds[0] < 0 || fds[1] < 0 ||
+	    map_pool(&r, fds) < 0) {
+		sys_close(fd);
+		cl.attached = -1;
+		return -1;
+	}
+	cl.ctl_fd = fd;
+	cl.attached = 1;
+	return 0;
 }
 
 void cl_init(void)

@@ -26,11 +26,17 @@ extern struct cl_state cl;
 
 int cl_attach(void);                      /* 0, or -1: use kernel TCP */
 int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd);
+int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd);
 int cl_hub_connect(void);                 /* a new connection to this node's hub */
 int cl_hi_fd(int fd);                     /* move fd up, close-on-exec */
 void cl_kick(void);                       /* wake a sleeping hub */
 int cl_hub_alive(void);
 void cl_init(void);                       /* fork handlers; call once */
+/* exec: a connection, open across exec, holding this process's sockets
+ * less the ndrop given (-1: none to be had); and, in the new program,
+ * taking it up (0, or -1 and the sockets are lost) */
+int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop);
+int cl_exec_adopt(int fd);
 /* Make sure this process has a watch on its hub: a thread blocked on a
  * connection to the hub which, when the hub dies, marks the arena and
  * wakes every waiter of the pool. */
@@ -55,12 +61,22 @@ int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
+/* the same, and a last release resets the connection (SO_LINGER 0) */
+int vs_unref_abort(uint32_t slot, uint32_t gen);
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_take_error(uint32_t slot);
 int vs_release_all(void);
 int vs_nread(uint32_t slot);
+int vs_held(uint32_t slot);               /* this process has descriptors of it */
+/* Readiness (see hub_poll.c): the socket's readiness descriptor, asked of
+ * the hub the first time (-errno on failure); the socket's true readiness
+ * as POLL* bits; and, after the descriptor claimed more than is true,
+ * bringing it in line (empty it, or fill it when the send ring is full). */
+int vs_poll_fd(uint32_t slot, uint32_t gen);
+unsigned vs_poll_mask(uint32_t slot);
+void vs_poll_settle(uint32_t slot, unsigned claimed);
 /* Does an accepted rshare connection still hold this local port? */
 int vs_port_in_use(const union sockaddr_any *addr);
 /* Would the kernel restart a blocked socket call after this signal?  Only

@@ -246,6 +246,8 @@ static int pool_doorbells(struct hub *h, struct pool *p)
 			}
 			if (ops & SLOTOP_CREDIT)
 				hsock_credit(h, s);
+			if ((ops & SLOTOP_POLL) && s->poll_h >= 0)
+				hpoll_reflect(s);
 		}
 	}
 	return rang;
@@ -419,6 +421,20 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		if (pr->pool && !pr->pid && q->pid > 0)
 			pr->pid = q->pid;
 		break;
+	case MSG_EXECED:
+		/* the same process, after exec: it maps the pool again */
+		if (!pr->pool || pr->pid || q->pid <= 0) {
+			rep.status = -EPERM;
+			break;
+		}
+		pr->pid = q->pid;
+		rep.pool_id = pr->pool->id;
+		rep.arena_bytes = pr->pool->bytes;
+		rep.token = pr->token;
+		fds[0] = pr->pool->memfd;
+		fds[1] = pr->pool->evfd;
+		nfds = 2;
+		break;
 	case MSG_LISTEN:
 		s = hsock_new(h, pr->pool, 0, 0);
 		if (!s) {
@@ -459,14 +475,28 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 			break;
 		goto hold;
 	}
+	case MSG_POLLFD:
+		s = hsock_get(h, pr->pool, q->slot, q->gen);
+		if (!s || !proc_holds(pr, s->sid) || s->state == HS_LISTENING) {
+			rep.status = -EBADF;
+			break;
+		}
+		rep.status = hpoll_get(s);
+		if (rep.status >= 0) {
+			fds[0] = rep.status;
+			nfds = 1;
+			rep.status = 0;
+		}
+		break;
 	case MSG_RELEASE:
 		s = hsock_get(h, pr->pool, q->slot, q->gen);
 		if (!s || !proc_drop(pr, s->sid)) {
 			rep.status = -EBADF;
 			break;
 		}
+		/* arg 1: SO_LINGER with a zero time, the connection is reset */
 		if (--s->nholders == 0)
-			hsock_release(h, s, 0);
+			hsock_release(h, s, q->arg == 1);
 		break;
 	case MSG_SHUTDOWN:
 		s = hsock_get(h, pr->pool, q->slot, q->gen);

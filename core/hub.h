@@ -129,6 +129,10 @@ struct hsock {
 	/* listener */
 	uint16_t lport;
 	int backlog, evfd;
+	/* readiness descriptor (hub_poll.c): a socketpair, poll_p handed to
+	 * the processes, poll_h written and drained by the hub */
+	int poll_p, poll_h;
+	unsigned poll_fin : 1, poll_hup : 1;
 	uint32_t *q;                /* accepted, not yet accept()ed */
 	uint32_t qlen, qcap;
 	struct pending_conn *pend;
@@ -216,6 +220,10 @@ int pool_chunk_pinned(struct pool *p, uint64_t off);
 struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);
 struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen);
 void hsock_wake(struct hsock *s);
+/* hub_poll.c */
+int hpoll_get(struct hsock *s);          /* the process end, or -errno */
+void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
+void hpoll_close(struct hsock *s);
 void hsock_release(struct hub *h, struct hsock *s, int abort);
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst);
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);

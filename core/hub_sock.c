@@ -91,6 +91,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	s->pool = p;
 	s->slot = slot;
 	s->evfd = -1;
+	s->poll_p = s->poll_h = -1;
 	s->as = as = p->slots + slot;
 	/* the slot is free: no process maps it as a socket, so plain stores do */
 	atomic_store(&as->state, SLOT_FREE);
@@ -103,6 +104,8 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->tx.head, 0);
 	atomic_store(&as->tx.tail, 0);
 	atomic_store(&as->rx_credit_mark, 0);
+	atomic_store(&as->rx_sig, 0);
+	atomic_store(&as->tx_blk, 0);
 	as->rx.off = s->rx_off;
 	as->rx.size = rxsize;
 	as->tx.off = s->tx_off;
@@ -163,6 +166,7 @@ static void slot_release(struct hub *h, struct hsock *s)
 {
 	struct pool *p = s->pool;
 	(void)h;
+	hpoll_close(s);
 	if (!s->as)
 		return;
 	ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
@@ -193,6 +197,7 @@ static void hsock_free(struct hub *h, struct hsock *s)
 	p->nsocks--;
 	if (s->evfd >= 0)
 		close(s->evfd);
+	hpoll_close(s);
 	free(s->q);
 	free(s->pend);
 	h->socks[s->sid] = NULL;
@@ -228,6 +233,8 @@ void hsock_wake(struct hsock *s)
 			/* counter saturated: waiters are awake anyway */
 		}
 	}
+	if (s->poll_h >= 0)
+		hpoll_reflect(s);
 }
 
 static void set_closed(struct hsock *s, int err)

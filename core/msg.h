@@ -34,11 +34,16 @@ enum msg_op {
 	MSG_LISTEN,     /* addr = bound address, arg = backlog; fd: listener eventfd */
 	MSG_CONNECT,    /* addr = destination, local = reserved local address */
 	MSG_ACCEPT,     /* slot = listener; reply: the new slot */
-	MSG_RELEASE,    /* this process drops its reference (last close here) */
+	MSG_RELEASE,    /* this process drops its reference (last close here);
+			   arg 1: a last release resets (SO_LINGER 0) */
 	MSG_SHUTDOWN,   /* arg = SHUT_RD/SHUT_WR/SHUT_RDWR */
 	MSG_STAT,       /* arg 1: JSON, 0: text; reply: text until the hub closes */
 	MSG_PORTCHECK,  /* addr: -EADDRINUSE while an accepted connection holds its port */
-	MSG_MAX = MSG_PORTCHECK
+	MSG_POLLFD,     /* slot: reply carries the socket's readiness descriptor */
+	MSG_EXECED,     /* first message of a program after exec, on a connection
+			   made by MSG_FORK before it: its pid; the reply is
+			   HELLO's (the pool's arena memfd and eventfd) */
+	MSG_MAX = MSG_EXECED
 };
 
 struct msg_req {

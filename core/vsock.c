@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,6 +21,8 @@
 #include "sys.h"
 
 static uint8_t proc_refs[ARENA_MAX_SLOTS]; /* descriptors of this process per slot */
+static int poll_fds[ARENA_MAX_SLOTS];      /* readiness descriptor + 1, 0 when none */
+static void poll_bell(uint32_t slot);
 
 static void lock(pthread_mutex_t *m)
 {
@@ -79,15 +82,34 @@ void vs_ref(uint32_t slot)
 		proc_refs[slot]++;
 }
 
-int vs_unref(uint32_t slot, uint32_t gen)
+static int unref(uint32_t slot, uint32_t gen, int abort)
 {
-	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen};
+	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
 	if (proc_refs[slot] && --proc_refs[slot])
 		return 0;
+	if (poll_fds[slot]) {
+		sys_close(poll_fds[slot] - 1);
+		poll_fds[slot] = 0;
+	}
 	if (cl_rpc(&q, &r, -1) < 0)
 		return -ECONNRESET;
 	return r.status ? r.status : 1;
+}
+
+int vs_unref(uint32_t slot, uint32_t gen)
+{
+	return unref(slot, gen, 0);
+}
+
+int vs_unref_abort(uint32_t slot, uint32_t gen)
+{
+	return unref(slot, gen, 1);
+}
+
+int vs_held(uint32_t slot)
+{
+	return slot < ARENA_MAX_SLOTS && proc_refs[slot];
 }
 
 int vs_release_all(void)
@@ -214,7 +236,7 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how)
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
 	if (st != SLOT_ESTABLISHED)
-		return st == SLOT_CLOSED ? 0 : -ENOTCONN;
+		return -ENOTCONN; /* as the kernel's TCP_CLOSE: reset or closed */
 	if (how != SHUT_WR)
 		atomic_fetch_or(&as->flags, SLOTF_RX_SHUT);
 	if (how != SHUT_RD) {
@@ -224,10 +246,112 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how)
 		pthread_mutex_unlock(&as->tx_lock);
 	}
 	ret = cl_rpc(&q, &r, -1);
+	if (poll_fds[slot])
+		poll_bell(slot); /* pollers see it too */
 	/* wake this pool's own sleepers so they see the shutdown */
 	atomic_fetch_add(&as->wake_seq, 1);
 	sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
 	return ret < 0 ? ret : r.status;
+}
+
+/* ---- readiness (hub_poll.c has the whole story) ---- */
+
+int vs_poll_fd(uint32_t slot, uint32_t gen)
+{
+	struct msg_req q = {.op = MSG_POLLFD, .slot = slot, .gen = gen};
+	struct msg_rep r;
+	int fd, ret;
+	if (poll_fds[slot])
+		return poll_fds[slot] - 1;
+	ret = cl_rpc_fd(&q, &r, &fd);
+	if (ret < 0 || r.status || fd < 0) {
+		if (fd >= 0)
+			sys_close(fd);
+		return ret < 0 ? ret : r.status ? r.status : -EBADF;
+	}
+	fd = cl_hi_fd(fd);
+	poll_fds[slot] = fd + 1;
+	return fd;
+}
+
+static uint64_t tx_space(struct arena_slot *as)
+{
+	uint64_t used = ring_load(&as->tx.tail) - ring_load(&as->tx.head);
+	return used > as->tx.size ? 0 : as->tx.size - used;
+}
+
+unsigned vs_poll_mask(uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint32_t fl = atomic_load(&as->flags), st = atomic_load(&as->state);
+	uint64_t avail = ring_load(&as->rx.tail) - ring_load(&as->rx.head);
+	unsigned m = 0;
+	if (cl_hub_dead() || st == SLOT_CLOSED)
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP |
+		       (atomic_load(&as->error) ? POLLERR : 0);
+	if (st != SLOT_ESTABLISHED)
+		return POLLOUT | POLLHUP; /* as the kernel for a socket that is not connected */
+	if ((avail && avail <= as->rx.size) || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+		m |= POLLIN | POLLRDNORM;
+	if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
+		m |= POLLRDHUP;
+	/* writable with a quarter of the ring free, as the hub then drains */
+	if ((fl & SLOTF_TX_SHUT) || tx_space(as) >= as->tx.size / 4)
+		m |= POLLOUT | POLLWRNORM;
+	if ((fl & SLOTF_TX_SHUT) && (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+		m |= POLLHUP; /* both directions shut */
+	if (atomic_load(&as->error))
+		m |= POLLERR;
+	return m;
+}
+
+static void poll_bell(uint32_t slot)
+{
+	if (arena_ring(cl.arena, slot, SLOTOP_POLL))
+		cl_kick();
+}
+
+/* The receive ring was found empty: take the hub's byte out of the
+ * readiness descriptor, and ask for it again if data came meanwhile. */
+static void rx_settle(uint32_t slot, struct arena_slot *as)
+{
+	char b[64];
+	int fd = poll_fds[slot] - 1;
+	if (fd < 0 || !atomic_load(&as->rx_sig))
+		return;
+	atomic_store(&as->rx_sig, 0);
+	while (sys_read(fd, b, sizeof(b)) == sizeof(b))
+		;
+	if (vs_poll_mask(slot) & POLLIN) {
+		atomic_store(&as->rx_sig, 0);
+		poll_bell(slot);
+	}
+}
+
+/* The send ring was found full: fill the descriptor so it stops being
+ * writable; the hub drains it when room comes back. */
+static void tx_settle(uint32_t slot, struct arena_slot *as)
+{
+	static const char junk[16384];
+	int fd = poll_fds[slot] - 1;
+	if (fd < 0 || atomic_exchange(&as->tx_blk, 1))
+		return;
+	while (sys_write(fd, junk, sizeof(junk)) > 0)
+		;
+	if (tx_space(as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED) {
+		atomic_store(&as->tx_blk, 1);
+		poll_bell(slot);
+	}
+}
+
+void vs_poll_settle(uint32_t slot, unsigned claimed)
+{
+	struct arena_slot *as = cl_slot(slot);
+	unsigned m = vs_poll_mask(slot);
+	if ((claimed & POLLIN) && !(m & POLLIN))
+		rx_settle(slot, as);
+	if ((claimed & POLLOUT) && !(m & POLLOUT))
+		tx_settle(slot, as);
 }
 
 static void raise_sigpipe(int flags)
@@ -281,6 +405,8 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		if (space == 0) {
 			if (nonblock) {
 				ret = total ? 0 : -EAGAIN;
+				if (poll_fds[slot])
+					tx_settle(slot, as);
 				break;
 			}
 			pthread_mutex_unlock(&as->tx_lock);
@@ -402,6 +528,9 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		}
 	}
 	atomic_fetch_sub(&as->waiters, 1);
+	if (poll_fds[slot] && !peek && atomic_load(&as->rx_sig) &&
+	    ring_load(&as->rx.tail) == atomic_load_explicit(&as->rx.head, memory_order_relaxed))
+		rx_settle(slot, as);
 	pthread_mutex_unlock(&as->rx_lock);
 	return total ? (ssize_t)total : ret;
 }

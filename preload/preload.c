@@ -21,13 +21,18 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -48,6 +53,7 @@ static struct pfd *pfds;
 static unsigned pfd_max;
 
 #define REAL(name) static __typeof__(name) *real_##name
+static void exec_adopt(void);
 REAL(socket);
 REAL(listen);
 REAL(accept);
@@ -75,6 +81,15 @@ REAL(bind);
 REAL(dup);
 REAL(dup2);
 REAL(dup3);
+REAL(poll);
+REAL(ppoll);
+REAL(select);
+REAL(pselect);
+REAL(epoll_ctl);
+REAL(sendfile);
+REAL(execve);
+REAL(execvpe);
+REAL(fexecve);
 
 static void *next_sym(const char *n)
 {
@@ -92,6 +107,8 @@ __attribute__((constructor)) static void preload_init(void)
 	LOAD(recvmsg); LOAD(sendmsg); LOAD(readv); LOAD(writev); LOAD(close);
 	LOAD(shutdown); LOAD(getsockname); LOAD(getpeername); LOAD(setsockopt);
 	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl); LOAD(dup); LOAD(dup2); LOAD(dup3); LOAD(bind);
+	LOAD(poll); LOAD(ppoll); LOAD(select); LOAD(pselect); LOAD(epoll_ctl); LOAD(sendfile);
+	LOAD(execve); LOAD(execvpe); LOAD(fexecve);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max > max)
 		max = rl.rlim_max > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_max;
 	/* untouched pages of the table cost nothing */
@@ -102,6 +119,7 @@ __attribute__((constructor)) static void preload_init(void)
 		pfd_max = max;
 	}
 	cl_init();
+	exec_adopt();
 }
 
 __attribute__((destructor)) static void preload_fini(void)
@@ -254,6 +272,13 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			;
 		r = vs_accept(p->slot, p->gen, &ns, &ng);
 		if (r == 0) {
+			/* more waiting: the wake-up stays readable for pollers */
+			if (atomic_load(&ls->acceptq)) {
+				uint64_t one = 1;
+				if (sys_write(p->evfd, &one, sizeof(one)) < 0) {
+					/* saturated: readable anyway */
+				}
+			}
 			nfd = new_rs_fd(p, ns, ng, flags);
 			if (nfd >= 0)
 				fill_addr(&cl_slot(ns)->peer, addr, len);
@@ -270,7 +295,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			errno = EAGAIN;
 			return -1;
 		}
-		r = poll(pf, 2, -1);
+		r = real_poll(pf, 2, -1);
 		if (r < 0 && errno == EINTR && !vs_restartable())
 			return -1;
 	}
@@ -487,9 +512,14 @@ static void pfd_forget(int fd)
 	struct pfd *p = rs_of(fd);
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
-		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;
+		int evfd = p->kind == FD_LISTEN ? p->evfd : -1, abort = 0;
+		struct linger l;
+		socklen_t ll = sizeof(l);
+		/* SO_LINGER on with a zero time: close resets, as on kernel TCP */
+		if (p->kind == FD_RS && real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &ll) == 0)
+			abort = l.l_onoff && !l.l_linger;
 		pfd_clear(fd);
-		if (vs_unref(slot, gen) != 0 && evfd >= 0)
+		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0)
 			sys_close(evfd);
 	} else {
 		struct pfd *q = pfd_get(fd);
@@ -692,11 +722,606 @@ int ioctl(int fd, unsigned long req, ...)
 		*(int *)arg = vs_nread(p->slot);
 		return 0;
 	}
-	if (p && p->kind == FD_RS && req == FIONBIO && arg) {
+	if (p && req == FIONBIO && arg) {
 		if (*(int *)arg)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 		else
 			atomic_fetch_and(&cl_slot(p->slot)->flags, ~SLOTF_NONBLOCK);
+		if (p->kind == FD_LISTEN)
+			return 0; /* the kernel listener stays nonblocking */
 	}
 	return real_ioctl(fd, req, arg);
+}
+
+/* ---- readiness: poll, select, epoll (core/hub_poll.c tells how) ----
+ *
+ * An rshare connection is waited on through its readiness descriptor,
+ * put in place of the application's descriptor; a listener through the
+ * kernel listener and the hub's wake-up side by side.  poll and select
+ * check what the descriptors report against the socket's true state, so
+ * they never report more than is true; epoll_wait is the kernel's own. */
+
+static long ms_left(const struct timespec *end)
+{
+	struct timespec now;
+	long ms;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec + 999999) / 1000000;
+	return ms < 0 ? 0 : ms;
+}
+
+static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	struct pollfd stack[64], *k = stack;
+	struct timespec end = {0, 0}, t;
+	nfds_t nl = 0, nk, i;
+	int r, ready;
+	for (i = 0; i < n; i++) {
+		struct pfd *p = rs_of(fds[i].fd);
+		if (p && p->kind == FD_LISTEN)
+			nl++;
+	}
+	nk = n + nl;
+	if (nk > 64 && !(k = malloc(nk * sizeof(*k)))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (i = 0, nl = n; i < n; i++) {
+		struct pfd *p = rs_of(fds[i].fd);
+		k[i] = fds[i];
+		k[i].revents = 0;
+		if (!p)
+			continue;
+		if (p->kind == FD_LISTEN) {
+			k[nl++] = (struct pollfd){.fd = p->evfd, .events = POLLIN};
+		} else {
+			int pf = vs_poll_fd(p->slot, p->gen);
+			k[i].fd = pf >= 0 ? pf : -1; /* without one, the true state alone */
+		}
+	}
+	if (tmo) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += tmo->tv_sec;
+		end.tv_nsec += tmo->tv_nsec;
+		if (end.tv_nsec >= 1000000000) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000;
+		}
+	}
+	for (;;) {
+		/* what is true already needs no waiting */
+		int now = 0;
+		for (i = 0; i < n && !now; i++) {
+			struct pfd *p = rs_of(fds[i].fd);
+			if (!p)
+				continue;
+			if (p->kind == FD_LISTEN)
+				now = (fds[i].events & POLLIN) && atomic_load(&cl_slot(p->slot)->acceptq);
+			else
+				now = (vs_poll_mask(p->slot) & (fds[i].events | POLLERR | POLLHUP)) != 0;
+		}
+		if (now) {
+			t = (struct timespec){0, 0};
+		} else if (tmo) {
+			long ms = ms_left(&end);
+			t.tv_sec = ms / 1000;
+			t.tv_nsec = (ms % 1000) * 1000000;
+		}
+		r = real_ppoll(k, nk, now || tmo ? &t : NULL, mask);
+		if (r < 0)
+			break;
+		ready = 0;
+		for (i = 0; i < n; i++) {
+			struct pfd *p = rs_of(fds[i].fd);
+			short ev = fds[i].events;
+			fds[i].revents = k[i].revents;
+			if (p && p->kind == FD_RS) {
+				unsigned m = vs_poll_mask(p->slot);
+				if (k[i].revents & ~m & (POLLIN | POLLOUT))
+					vs_poll_settle(p->slot, (unsigned)k[i].revents);
+				fds[i].revents = (short)(m & ((unsigned)ev | POLLERR | POLLHUP));
+			}
+			ready += fds[i].revents != 0;
+		}
+		nl = n;
+		for (i = 0; i < n; i++) {
+			struct pfd *p = rs_of(fds[i].fd);
+			if (!p || p->kind != FD_LISTEN)
+				continue;
+			if (k[nl].revents & POLLIN) {
+				uint64_t junk;
+				if (!atomic_load(&cl_slot(p->slot)->acceptq))
+					while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
+						;
+			}
+			nl++;
+			if ((fds[i].events & POLLIN) && atomic_load(&cl_slot(p->slot)->acceptq)) {
+				ready += fds[i].revents == 0;
+				fds[i].revents |= POLLIN;
+			}
+		}
+		r = ready;
+		if (ready || (tmo && ms_left(&end) == 0))
+			break;
+	}
+	if (k != stack)
+		free(k);
+	return r;
+}
+
+static int any_rs(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (rs_of(fds[i].fd))
+			return 1;
+	return 0;
+}
+
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	if (!any_rs(fds, n))
+		return real_ppoll(fds, n, tmo, mask);
+	return rs_ppoll(fds, n, tmo, mask);
+}
+
+int poll(struct pollfd *fds, nfds_t n, int ms)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	if (!any_rs(fds, n))
+		return real_poll(fds, n, ms);
+	return rs_ppoll(fds, n, ms < 0 ? NULL : &t, NULL);
+}
+
+int __poll_chk(struct pollfd *fds, nfds_t n, int ms, size_t len);
+int __poll_chk(struct pollfd *fds, nfds_t n, int ms, size_t len)
+{
+	(void)len;
+	return poll(fds, n, ms);
+}
+
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, size_t len);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask, size_t len)
+{
+	(void)len;
+	return ppoll(fds, n, tmo, mask);
+}
+
+/* select and pselect through ppoll, when an rshare socket is in a set */
+static int rs_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *tmo,
+		     const sigset_t *mask)
+{
+	struct pollfd stack[64], *pf = stack;
+	int n = 0, r, cnt = 0;
+	for (int fd = 0; fd < nfds; fd++)
+		n += (rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex));
+	if (n > 64 && !(pf = malloc((size_t)n * sizeof(*pf)))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	n = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (short)((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+				   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+		if (ev)
+			pf[n++] = (struct pollfd){.fd = fd, .events = ev};
+	}
+	r = rs_ppoll(pf, (nfds_t)n, tmo, mask);
+	if (r >= 0) {
+		for (int i = 0; i < n; i++)
+			if (pf[i].revents & POLLNVAL) {
+				errno = EBADF;
+				r = -1;
+				goto out;
+			}
+		for (int i = 0; i < n; i++) {
+			int fd = pf[i].fd;
+			short re = pf[i].revents;
+			if (rd && FD_ISSET(fd, rd) && !(re & (POLLIN | POLLHUP | POLLERR)))
+				FD_CLR(fd, rd);
+			if (wr && FD_ISSET(fd, wr) && !(re & (POLLOUT | POLLERR)))
+				FD_CLR(fd, wr);
+			if (ex && FD_ISSET(fd, ex) && !(re & POLLPRI))
+				FD_CLR(fd, ex);
+			cnt += (rd && FD_ISSET(fd, rd)) + (wr && FD_ISSET(fd, wr)) + (ex && FD_ISSET(fd, ex));
+		}
+		r = cnt;
+	}
+out:
+	if (pf != stack)
+		free(pf);
+	return r;
+}
+
+static int sets_have_rs(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	if (nfds > FD_SETSIZE)
+		return 0;
+	for (int fd = 0; fd < nfds; fd++)
+		if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) &&
+		    rs_of(fd))
+			return 1;
+	return 0;
+}
+
+int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+	struct timespec t, end, now;
+	int r;
+	if (!sets_have_rs(nfds, rd, wr, ex))
+		return real_select(nfds, rd, wr, ex, tv);
+	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (tv) {
+		t.tv_sec = tv->tv_sec + tv->tv_usec / 1000000;
+		t.tv_nsec = (tv->tv_usec % 1000000) * 1000;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += t.tv_sec;
+		end.tv_nsec += t.tv_nsec;
+		if (end.tv_nsec >= 1000000000) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000;
+		}
+	}
+	r = rs_select(nfds, rd, wr, ex, tv ? &t : NULL, NULL);
+	if (tv) {
+		/* as Linux: the time not slept */
+		long long left;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = (end.tv_sec - now.tv_sec) * 1000000LL + (end.tv_nsec - now.tv_nsec) / 1000;
+		if (left < 0)
+			left = 0;
+		tv->tv_sec = left / 1000000;
+		tv->tv_usec = left % 1000000;
+	}
+	return r;
+}
+
+int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo, const sigset_t *mask)
+{
+	struct timespec t;
+	if (!sets_have_rs(nfds, rd, wr, ex))
+		return real_pselect(nfds, rd, wr, ex, tmo, mask);
+	if (tmo)
+		t = *tmo;
+	return rs_select(nfds, rd, wr, ex, tmo ? &t : NULL, mask);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct pfd *p = rs_of(fd);
+	int r, pf;
+	if (!p)
+		return real_epoll_ctl(epfd, op, fd, ev);
+	if (p->kind == FD_LISTEN) {
+		/* both the kernel listener and the hub's wake-up, same data */
+		struct epoll_event e2;
+		r = real_epoll_ctl(epfd, op, fd, ev);
+		if (r < 0)
+			return r;
+		if (ev) {
+			e2 = *ev;
+			e2.events &= ~(uint32_t)(EPOLLOUT | EPOLLPRI);
+		}
+		if (real_epoll_ctl(epfd, op, p->evfd, ev ? &e2 : NULL) < 0 && op == EPOLL_CTL_ADD) {
+			int e = errno;
+			real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			errno = e;
+			return -1;
+		}
+		return 0;
+	}
+	pf = vs_poll_fd(p->slot, p->gen);
+	if (pf < 0) {
+		errno = -pf == EBADF ? EPERM : -pf;
+		return -1;
+	}
+	return real_epoll_ctl(epfd, op, pf, ev);
+}
+
+ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct pfd *p = rs_of(out);
+	static __thread char *buf;
+	size_t done = 0;
+	ssize_t ret = 0;
+	if (!p)
+		return real_sendfile(out, in, off, count);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (!buf && !(buf = malloc(1 << 16))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	while (done < count) {
+		size_t want = count - done < (1 << 16) ? count - done : (1 << 16);
+		ssize_t r = off ? pread(in, buf, want, *off + (off_t)done) : sys_read(in, buf, want);
+		struct iovec v;
+		ssize_t w;
+		if (r <= 0) {
+			if (r < 0 && !done)
+				ret = -1;
+			break;
+		}
+		v = (struct iovec){.iov_base = buf, .iov_len = (size_t)r};
+		w = vs_send(p->slot, &v, 1, 0);
+		if (w < 0) {
+			if (!off)
+				lseek(in, -r, SEEK_CUR);
+			if (!done) {
+				errno = (int)-w;
+				ret = -1;
+			}
+			break;
+		}
+		done += (size_t)w;
+		if (w < r) {
+			if (!off)
+				lseek(in, -(r - w), SEEK_CUR); /* what was read but not sent */
+			break;
+		}
+	}
+	if (ret < 0)
+		return -1;
+	if (off)
+		*off += (off_t)done;
+	return (ssize_t)done;
+}
+
+ssize_t sendfile64(int out, int in, off_t *off, size_t count);
+ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}
+
+/* ---- exec ----
+ * An rshare socket without close-on-exec survives exec into a program
+ * that is preloaded too: the hub is told first (cl_exec_begin), and the
+ * new program finds its sockets in RSHARE_EXEC (preload_init).  A program
+ * that is not preloaded sees plain kernel sockets that never connected:
+ * every call on them fails (ENOTCONN), nothing passes unseen. */
+
+extern char **environ;
+
+struct exec_undo {
+	int ctl;
+	char **env;
+	int nev, ev[64];
+};
+
+static char **exec_prepare(char *const envp[], struct exec_undo *u)
+{
+	struct rlimit rl;
+	unsigned max = pfd_max, nkeep = 0, ndrop = 0, n = 0;
+	static uint32_t dslot[ARENA_MAX_SLOTS], dgen[ARENA_MAX_SLOTS];
+	static uint8_t keep[ARENA_MAX_SLOTS];
+	size_t len, cap;
+	char *s;
+	u->ctl = -1;
+	u->env = NULL;
+	u->nev = 0;
+	if (cl.attached <= 0 || !pfds)
+		return NULL;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < max)
+		max = (unsigned)rl.rlim_cur;
+	memset(keep, 0, sizeof(keep));
+	for (unsigned fd = 0; fd < max; fd++)
+		if (pfds[fd].kind >= FD_RS) {
+			n++;
+			if (!(real_fcntl((int)fd, F_GETFD) & FD_CLOEXEC))
+				keep[pfds[fd].slot] = 1, nkeep++;
+		}
+	if (!n)
+		return NULL;
+	/* every socket of this process that no surviving descriptor names */
+	for (uint32_t sl = 0; sl < ARENA_MAX_SLOTS; sl++) {
+		struct arena_slot *as = cl_slot(sl);
+		if (!keep[sl] && vs_held(sl)) {
+			dslot[ndrop] = sl;
+			dgen[ndrop++] = as->gen;
+		}
+	}
+	if (!nkeep || (u->ctl = cl_exec_begin(dslot, dgen, (int)ndrop)) < 0)
+		return NULL;
+	cap = 64 + (size_t)nkeep * 64;
+	s = malloc(cap);
+	if (!s)
+		goto fail;
+	len = (size_t)snprintf(s, cap, "RSHARE_EXEC=%d", u->ctl);
+	for (unsigned fd = 0; fd < max; fd++) {
+		struct pfd *p = &pfds[fd];
+		if (p->kind < FD_RS || (real_fcntl((int)fd, F_GETFD) & FD_CLOEXEC))
+			continue;
+		if (p->kind == FD_LISTEN && p->evfd >= 0 && u->nev < 64 &&
+		    sys_fcntl(p->evfd, F_SETFD, 0) == 0)
+			u->ev[u->nev++] = p->evfd;
+		len += (size_t)snprintf(s + len, cap - len, ";%u,%u,%u,%u,%u,%d", fd, p->kind, p->family,
+					p->slot, p->gen, p->evfd);
+		if (len >= cap)
+			goto fail;
+	}
+	n = 0;
+	while (envp && envp[n])
+		n++;
+	u->env = malloc((n + 2) * sizeof(char *));
+	if (!u->env)
+		goto fail;
+	n = 0;
+	for (unsigned i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], "RSHARE_EXEC=", 12))
+			u->env[n++] = envp[i];
+	u->env[n++] = s;
+	u->env[n] = NULL;
+	return u->env;
+fail:
+	free(s);
+	free(u->env);
+	u->env = NULL;
+	for (int i = 0; i < u->nev; i++)
+		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
+	sys_close(u->ctl);
+	u->ctl = -1;
+	return NULL;
+}
+
+/* exec failed: the connection goes, and with it what it held */
+static void exec_undo(struct exec_undo *u)
+{
+	int e = errno;
+	if (u->ctl >= 0)
+		sys_close(u->ctl);
+	for (int i = 0; i < u->nev; i++)
+		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
+	if (u->env) {
+		for (unsigned i = 0; u->env[i]; i++)
+			if (!strncmp(u->env[i], "RSHARE_EXEC=", 12))
+				free(u->env[i]);
+		free(u->env);
+	}
+	errno = e;
+}
+
+/* In the new program: take up the sockets the old one kept. */
+static void exec_adopt(void)
+{
+	const char *v = getenv("RSHARE_EXEC");
+	char *end;
+	long ctl;
+	if (!v)
+		return;
+	ctl = strtol(v, &end, 10);
+	if (end == v || ctl < 0 || !pfds || cl_exec_adopt((int)ctl) < 0) {
+		unsetenv("RSHARE_EXEC");
+		return;
+	}
+	while (*end == ';') {
+		unsigned fd, kind, family, slot, gen;
+		int evfd, used = 0;
+		if (sscanf(end + 1, "%u,%u,%u,%u,%u,%d%n", &fd, &kind, &family, &slot, &gen, &evfd, &used) != 6 ||
+		    fd >= pfd_max || slot >= ARENA_MAX_SLOTS || (kind != FD_RS && kind != FD_LISTEN))
+			break;
+		end += 1 + used;
+		pfds[fd] = (struct pfd){.kind = (uint8_t)kind, .family = (uint8_t)family, .slot = slot,
+					.gen = gen, .evfd = evfd};
+		if (kind == FD_LISTEN && evfd >= 0)
+			sys_fcntl(evfd, F_SETFD, FD_CLOEXEC);
+		vs_ref(slot);
+	}
+	unsetenv("RSHARE_EXEC");
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	struct exec_undo u;
+	char **env = exec_prepare(envp, &u);
+	int r = real_execve(path, argv, env ? env : envp);
+	exec_undo(&u);
+	return r;
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	struct exec_undo u;
+	char **env = exec_prepare(envp, &u);
+	int r = real_execvpe(file, argv, env ? env : envp);
+	exec_undo(&u);
+	return r;
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	struct exec_undo u;
+	char **env = exec_prepare(envp, &u);
+	int r = real_fexecve(fd, argv, env ? env : envp);
+	exec_undo(&u);
+	return r;
+}
+
+int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* execl, execle, execlp: the arguments into an array, then as above */
+static char **va_argv(const char *arg0, va_list ap, char ***envp)
+{
+	size_t n = 1, cap = 16;
+	char **v = malloc(cap * sizeof(char *)), *a;
+	if (!v)
+		return NULL;
+	v[0] = (char *)arg0;
+	do {
+		a = va_arg(ap, char *);
+		if (n + 1 >= cap) {
+			char **m = realloc(v, (cap *= 2) * sizeof(char *));
+			if (!m) {
+				free(v);
+				return NULL;
+			}
+			v = m;
+		}
+		v[n++] = a;
+	} while (a);
+	if (envp)
+		*envp = va_arg(ap, char **);
+	return v;
+}
+
+int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+	int r;
+	va_start(ap, arg);
+	v = va_argv(arg, ap, NULL);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	r = execve(path, v, environ);
+	free(v);
+	return r;
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **v, **env = NULL;
+	int r;
+	va_start(ap, arg);
+	v = va_argv(arg, ap, &env);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	r = execve(path, v, env);
+	free(v);
+	return r;
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+	int r;
+	va_start(ap, arg);
+	v = va_argv(arg, ap, NULL);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	r = execvpe(file, v, environ);
+	free(v);
+	return r;
 }

@@ -117,7 +117,9 @@ static void *writer(void *arg)
 			size -= n;
 		}
 	}
-	if (!holdfile && shutdown(c->fd, SHUT_WR) < 0)
+	/* ENOTCONN: the connection was reset (as on kernel TCP, a reset
+	 * socket is closed); the reader reports it when it reaches the end */
+	if (!holdfile && shutdown(c->fd, SHUT_WR) < 0 && errno != ENOTCONN)
 		conn_end(c, C_ERR, "shutdown(SHUT_WR): %s", strerror(errno));
 out:
 	free(buf);

@@ -162,7 +162,11 @@ static void *conn_thread(void *arg)
 			char c;
 			ssize_t n;
 			if (shutdown(fd, SHUT_WR) < 0) {
-				if (is_reset(errno))
+				/* ENOTCONN: reset before our FIN, as on kernel TCP; the
+				 * read that follows must then say so */
+				if (errno == ENOTCONN && read(fd, &c, 1) < 0 && is_reset(errno))
+					atomic_fetch_add(&resets, 1);
+				else if (is_reset(errno))
 					atomic_fetch_add(&resets, 1);
 				else
 					fail(&errors, "connection %d: shutdown: %s", idx, strerror(errno));

@@ -117,6 +117,7 @@ verified=$(sum verified)
 errors=$(sum errors)
 check "SIGKILL of a worker ($victim, $held connections): exactly its connections reset ($resets), the rest verified ($verified), no errors ($errors)" \
 	test "$resets" -eq "$held" -a "$verified" -eq $((32 - held)) -a "$errors" -eq 0
+cat "$T"/k*.err | sed 's/^/#   /'
 sleep 1
 stat_of hubA >"$T/a3.json"
 check "hub A holds nothing of the killed worker" jq -e --argjson p "$victim" '

@@ -1,0 +1,112 @@
+/*
+ * hub_poll.c - readiness descriptors: what poll, select and epoll see of an
+ * rshare connection.
+ *
+ * The descriptor an application holds for an rshare connection is a kernel
+ * TCP socket that never connects, so the kernel cannot tell when it is
+ * readable.  The first time a process polls such a socket it asks the hub
+ * for the socket's readiness descriptor: one end (P) of a unix stream
+ * socketpair whose other end (H) the hub keeps.  The library puts P in
+ * place of the application's descriptor in poll, select and epoll_ctl; the
+ * kernel then reports P, so every kind of waiting works as it does for
+ * kernel sockets: level and edge triggered, one-shot, exclusive, nested
+ * epoll sets, fork.  P's readiness mirrors the connection's:
+ *
+ *   readable  the hub writes one byte into H when the receive ring turns
+ *             non-empty (rx_sig goes 0 -> 1); the process reads it out of P
+ *             when it finds the ring empty (rx_sig 1 -> 0) and, should the
+ *             ring have filled in between, rings SLOTOP_POLL to be told
+ *             again.  End of stream: shutdown(H, SHUT_WR), so P reads
+ *             POLLIN|POLLRDHUP for good.
+ *   writable  P is writable unless a process that found the send ring full
+ *             filled P's small send buffer (tx_blk 0 -> 1); the hub drains H
+ *             once a quarter of the ring is free again (tx_blk 1 -> 0).
+ *   closed    a reset or lost connection: H is drained and shut both ways,
+ *             so P reads POLLIN|POLLOUT|POLLRDHUP|POLLHUP.
+ *
+ * The hub keeps P as long as any process holds the socket (a process that
+ * asks later gets the same open file), so P's life is the socket's, as a
+ * kernel socket's file is: an epoll set forgets it when the socket goes.
+ * A socket nobody polls has no descriptor and costs nothing.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hub.h"
+
+static void drain(int fd)
+{
+	char buf[4096];
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+int hpoll_get(struct hsock *s)
+{
+	int sv[2], small = 1;
+	if (!s->as)
+		return -EBADF;
+	if (s->poll_p >= 0)
+		return s->poll_p;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	/* the least the kernel allows: filling it takes two writes */
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	s->poll_p = sv[0];
+	s->poll_h = sv[1];
+	s->poll_fin = s->poll_hup = 0;
+	atomic_store(&s->as->rx_sig, 0);
+	atomic_store(&s->as->tx_blk, 0);
+	hpoll_reflect(s);
+	return s->poll_p;
+}
+
+void hpoll_reflect(struct hsock *s)
+{
+	struct arena_slot *as = s->as;
+	uint32_t flags;
+	uint64_t rx_head, rx_tail, tx_head, tx_tail, used;
+	int closed, readable;
+	if (!as || s->poll_h < 0 || s->poll_hup)
+		return;
+	flags = atomic_load(&as->flags);
+	closed = s->state == HS_CLOSED || atomic_load(&as->state) == SLOT_CLOSED;
+	/* the process's counters are hints here, nothing is indexed by them */
+	rx_tail = ring_load(&as->rx.tail);
+	rx_head = ring_load(&as->rx.head);
+	readable = rx_tail != rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
+	if (readable && !atomic_exchange(&as->rx_sig, 1)) {
+		if (write(s->poll_h, "r", 1) < 0) {
+			/* full of earlier bytes: P is readable anyway */
+		}
+	}
+	if (closed) {
+		drain(s->poll_h);
+		shutdown(s->poll_h, SHUT_RDWR);
+		atomic_store(&as->tx_blk, 0);
+		s->poll_hup = 1;
+		return;
+	}
+	if ((flags & SLOTF_RX_FIN) && !s->poll_fin) {
+		shutdown(s->poll_h, SHUT_WR);
+		s->poll_fin = 1;
+	}
+	if (atomic_load(&as->tx_blk)) {
+		tx_head = ring_load(&as->tx.head);
+		tx_tail = ring_load(&as->tx.tail);
+		used = tx_tail - tx_head;
+		if ((used > s->tx_size || s->tx_size - used >= s->tx_size / 4 ||
+		     (flags & SLOTF_TX_SHUT)) && atomic_exchange(&as->tx_blk, 0))
+			drain(s->poll_h);
+	}
+}
+
+void hpoll_close(struct hsock *s)
+{
+	if (s->poll_p >= 0)
+		close(s->poll_p);
+	if (s->poll_h >= 0)
+		close(s->poll_h);
+	s->poll_p = s->poll_h = -1;
+}
