@@ -98,7 +98,7 @@ for i in 1 2 3 4; do wait "${cpids[$i]}" 2>/dev/null; done
 
 # 2. SIGKILL of a worker in the middle of transfers: its connections reset, the rest verified
 for i in 1 2; do
-	on hubB "$B/tests/echo-client" -r -t 4 -c 16 -s $((i + 10)) -m 32768 "$A_ADDR" 7100 \
+	on hubB "$B/tests/echo-client" -r -t 10 -c 16 -s $((i + 10)) -m 32768 "$A_ADDR" 7100 \
 		>"$T/k$i.out" 2>"$T/k$i.err" &
 	kp[$i]=$!
 	pids+=($!)
@@ -124,6 +124,68 @@ check "hub A holds nothing of the killed worker" jq -e --argjson p "$victim" '
 	([.processes[] | select(.pid == $p)] | length == 0) and
 	([.sockets[] | select((.holders | index($p)) != null)] | length == 0)' "$T/a3.json"
 
+# 2b. Worker kills in a loop under load: every batch verifies or sees
+# resets, the master respawns, and afterwards nothing is left behind (no
+# socket, no ring bytes beyond the listener's pool, still one QP per hub).
+KILLS=${VERBS_KILLS:-20}
+RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 600 "$B/rshare" run -- \
+	"$B/tests/respawn-server" -w 4 7200 >"$T/rsrv.out" 2>"$T/rsrv.err" &
+pids+=($!)
+wait_line "$T/rsrv.out" '^ready$' 1 30
+master=$(sed -n 's/^master //p' "$T/rsrv.out")
+stat_of hubA >"$T/k0.json"
+kills=0 kresets=0 kconns=0 kbytes=0 kbad=0
+for ((i = 1; i <= KILLS; i++)); do
+	on hubB "$B/tests/soak-client" -c 4 -T 1500 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
+		>"$T/kc.out" 2>"$T/kc.err" &
+	kc=$!
+	sleep 0.6
+	victim=$(pgrep -P "$master" | shuf -n1)
+	[ -n "$victim" ] && kill -KILL "$victim" && kills=$((kills + 1))
+	wait "$kc"
+	if [[ $(cat "$T/kc.out") =~ conns=4\ opened=([0-9]+)\ resets=([0-9]+)\ bytes=([0-9]+)\ msgs=[0-9]+\ corrupt=0\ lost=0\ errors=0 ]]; then
+		kconns=$((kconns + BASH_REMATCH[1])) kresets=$((kresets + BASH_REMATCH[2])) kbytes=$((kbytes + BASH_REMATCH[3]))
+	else
+		kbad=$((kbad + 1))
+		sed 's/^/#   /' "$T/kc.out" "$T/kc.err" | head -n 5
+	fi
+	for _ in $(seq 50); do [ "$(pgrep -P "$master" | wc -l)" -eq 4 ] && break; sleep 0.1; done
+done
+echo "# $kills worker kills: $kconns connections, $kresets reset, $kbytes bytes verified"
+check "$kills worker kills over verbs: every batch verified or reset, none corrupt, lost or failed ($kbad bad)" \
+	test "$kbad" -eq 0 -a "$kills" -eq "$KILLS"
+kleft=1
+for _ in $(seq 100); do
+	stat_of hubA >"$T/k1.json"
+	if jq -e --slurpfile k0 "$T/k0.json" '
+		([.sockets[] | select(.state != "listening" and (.local | endswith(":7200")))] | length == 0) and
+		([.processes[]] | length) == ([$k0[0].processes[]] | length)' "$T/k1.json" >/dev/null; then
+		kleft=0
+		break
+	fi
+	sleep 0.1
+done
+check "after the kills hub A holds no connection of them and no dead worker; still $qp1 RC QPs" \
+	bash -c "[ $kleft -eq 0 ] && [ \$(rdma resource show qp 2>/dev/null | grep -c 'type RC') -eq $qp1 ]"
+
+# 2c. A receiver that stops reading: the sender is held back by the rings
+# (blocking writes stall), nothing is lost, every byte verified after.
+on hubA "$B/tests/backpressure" recv -b 4096 -P 3000 -s 5 -n 4194304 7300 >"$T/bpr.out" 2>"$T/bpr.err" &
+bpr=$!
+pids+=($!)
+wait_line "$T/bpr.out" '^ready$' 1 30
+on hubB "$B/tests/backpressure" send -b 4096 -s 5 -n 4194304 "$A_ADDR" 7300 >"$T/bps.out" 2>"$T/bps.err" &
+bps=$!
+wait_line "$T/bpr.out" '^accepted$' 1 30
+sleep 1
+p1=$(tail -n 1 "$T/bps.out" | sed -n 's/.* sent=\([0-9]*\) .*/\1/p')
+sleep 1
+p2=$(tail -n 1 "$T/bps.out" | sed -n 's/.* sent=\([0-9]*\) .*/\1/p')
+wait "$bps"; wait "$bpr"
+echo "# back-pressure over verbs: the sender stood at $p1 then $p2 bytes while the receiver slept"
+check "a receiver that sleeps holds the sender back over verbs ($p1 = $p2 < 4194304), then every byte verified" \
+	bash -c "[ -n '$p1' ] && [ '$p1' = '$p2' ] && [ '$p2' -lt 4194304 ] && grep -q '^received 4194304 verified' '$T/bpr.out'"
+
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.
@@ -131,7 +193,17 @@ on hubB "$B/tests/echo-client" -r -t 60 -c 8 -s 21 -m 32768 "$A_ADDR" 7100 >"$T/
 hp=$!
 pids+=($!)
 sleep 4
+on hubB "$B/tests/hub-death-client" "$A_ADDR" 7100 >"$T/hd.out" 2>"$T/hd.err" &
+pids+=($!)
+wait_line "$T/hd.out" '^blocked$' 1 30
+sleep 0.5
 pkill -KILL -f "rshared --addr $B_ADDR"
+wait_line "$T/hd.out" '^recv=' 1 10
+hd=$(grep '^recv=' "$T/hd.out")
+hds=$(sed -n 's/^recv=.* secs=\([0-9.]*\)$/\1/p' "$T/hd.out")
+# secs counts from 0.5 s before the kill
+check "the hub killed: a recv blocked on it returns ECONNRESET within 2 s of the kill ($hd)" \
+	bash -c "[[ '$hd' == 'recv=-1 errno=ECONNRESET '* ]] && awk -v s='$hds' 'BEGIN { exit !(s != \"\" && s < 2.5) }'"
 check "the peer hub killed: the server's hub drops the link" wait_line "$T/hubA.log" 'dropped' 1 60
 gone=0
 for _ in $(seq 300); do
