@@ -5,10 +5,20 @@ CFLAGS  += -Wall -Wextra -Werror -std=gnu11 -fPIC -D_GNU_SOURCE -pthread -Icore
 LDLIBS  += -pthread
 B       := build
 SAN     ?=
+TSAN    ?=
+ifeq ($(SAN)$(TSAN),11)
+$(error SAN=1 and TSAN=1 do not mix: ASan and TSan are separate builds)
+endif
 ifeq ($(SAN),1)
 B       := build-san
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
+endif
+# TSAN=1: ThreadSanitizer (-fsanitize=thread) into build-tsan/
+ifeq ($(TSAN),1)
+B       := build-tsan
+CFLAGS  += -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
 endif
 
 CORE_SRC := $(wildcard core/*.c)
@@ -52,7 +62,7 @@ test:
 	bash tests/run
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 .PHONY: all test clean
 
@@ -62,8 +72,12 @@ san:
 	$(MAKE) SAN=1 all
 test-san:
 	bash tests/san/run
+# build-tsan/ alone (make TSAN=1); make test builds what it needs of it and
+# runs threaded programs there in tests/threads-race-free-under-tsan.bats
+tsan:
+	$(MAKE) TSAN=1 all
 
-.PHONY: san test-san
+.PHONY: san test-san tsan
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=] ----
 # The library goes to a private directory, $(PREFIX)/lib/rshare: it is

@@ -340,11 +340,12 @@ static void fork_child(void)
 			rpc_on(fork_fd, &q, NULL, -1, NULL, 0);
 	}
 	fork_fd = -1;
-	pthread_mutex_init(&rpc_lock, NULL);
-	pthread_mutex_init(&attach_lock, NULL);
+	/* this thread took them in fork_prepare */
+	pthread_mutex_unlock(&rpc_lock);
+	pthread_mutex_unlock(&attach_lock);
 }
 
-static pid_t watch_pid;
+static _Atomic pid_t watch_pid;
 
 static void *watch_main(void *arg)
 {

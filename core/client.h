@@ -15,7 +15,7 @@
 #include "msg.h"
 
 struct cl_state {
-	int attached;       /* 1 attached, 0 not yet, -1 no hub to be had */
+	_Atomic int attached; /* 1 attached, 0 not yet, -1 no hub to be had */
 	int ctl_fd;         /* this process's connection to the hub */
 	int evfd;           /* the pool's doorbell kick */
 	void *arena;
@@ -67,7 +67,10 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_take_error(uint32_t slot);
-int vs_release_all(void);
+/* 1: this process is exiting (or about to exec): when it is gone, its
+ * sockets close as close() closes them (FIN), not as on a death (RESET);
+ * 0: it is not after all */
+void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
 /* Readiness (see hub_poll.c): the socket's readiness descriptor, asked of

@@ -299,7 +299,7 @@ static void proc_free(struct hub *h, struct proc *pr)
 	for (uint32_t i = 0; i < pr->nsocks; i++) {
 		struct hsock *s = h->socks[pr->socks[i]];
 		if (s && s->nholders && --s->nholders == 0)
-			hsock_release(h, s, 1);
+			hsock_release(h, s, !pr->exiting);
 	}
 	if (pr->pool) {
 		pr->pool->nprocs--;
@@ -420,6 +420,9 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		reply = 0;
 		if (pr->pool && !pr->pid && q->pid > 0)
 			pr->pid = q->pid;
+		break;
+	case MSG_EXITING:
+		pr->exiting = q->arg == 1;
 		break;
 	case MSG_EXECED:
 		/* the same process, after exec: it maps the pool again */

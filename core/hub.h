@@ -57,6 +57,7 @@ struct proc {
 	uid_t uid;
 	uint64_t token;
 	int stat_only;
+	int exiting;      /* MSG_EXITING: its end is a close, not a death */
 	struct pool *pool;
 	uint32_t *socks;  /* hub socket ids this process holds */
 	uint32_t nsocks, cap;

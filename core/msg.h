@@ -43,7 +43,10 @@ enum msg_op {
 	MSG_EXECED,     /* first message of a program after exec, on a connection
 			   made by MSG_FORK before it: its pid; the reply is
 			   HELLO's (the pool's arena memfd and eventfd) */
-	MSG_MAX = MSG_EXECED
+	MSG_EXITING,    /* arg 1: the process is exiting or about to exec: when its
+			   connection ends, its sockets close as by close(), not
+			   as by a death; arg 0: not after all */
+	MSG_MAX = MSG_EXITING
 };
 
 struct msg_req {

@@ -21,7 +21,7 @@
 #include "sys.h"
 
 static uint8_t proc_refs[ARENA_MAX_SLOTS]; /* descriptors of this process per slot */
-static int poll_fds[ARENA_MAX_SLOTS];      /* readiness descriptor + 1, 0 when none */
+static _Atomic int poll_fds[ARENA_MAX_SLOTS]; /* readiness descriptor + 1, 0 when none */
 static void poll_bell(uint32_t slot);
 
 static void lock(pthread_mutex_t *m)
@@ -88,10 +88,9 @@ static int unref(uint32_t slot, uint32_t gen, int abort)
 	struct msg_rep r;
 	if (proc_refs[slot] && --proc_refs[slot])
 		return 0;
-	if (poll_fds[slot]) {
-		sys_close(poll_fds[slot] - 1);
-		poll_fds[slot] = 0;
-	}
+	int pf = atomic_exchange(&poll_fds[slot], 0);
+	if (pf)
+		sys_close(pf - 1);
 	if (cl_rpc(&q, &r, -1) < 0)
 		return -ECONNRESET;
 	return r.status ? r.status : 1;
@@ -112,17 +111,12 @@ int vs_held(uint32_t slot)
 	return slot < ARENA_MAX_SLOTS && proc_refs[slot];
 }
 
-int vs_release_all(void)
+void vs_exiting(int yes)
 {
-	struct arena_hdr *h = cl.arena;
-	if (cl.attached <= 0 || !h)
-		return 0;
-	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
-		if (proc_refs[i]) {
-			proc_refs[i] = 1;
-			vs_unref(i, arena_slot(cl.arena, i)->gen);
-		}
-	return 0;
+	struct msg_req q = {.op = MSG_EXITING, .arg = yes};
+	struct msg_rep r;
+	if (cl.attached > 0 && !cl_hub_dead())
+		cl_rpc(&q, &r, -1);
 }
 
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
@@ -260,9 +254,9 @@ int vs_poll_fd(uint32_t slot, uint32_t gen)
 {
 	struct msg_req q = {.op = MSG_POLLFD, .slot = slot, .gen = gen};
 	struct msg_rep r;
-	int fd, ret;
-	if (poll_fds[slot])
-		return poll_fds[slot] - 1;
+	int fd, ret, none = 0;
+	if ((fd = atomic_load(&poll_fds[slot])))
+		return fd - 1;
 	ret = cl_rpc_fd(&q, &r, &fd);
 	if (ret < 0 || r.status || fd < 0) {
 		if (fd >= 0)
@@ -270,7 +264,11 @@ int vs_poll_fd(uint32_t slot, uint32_t gen)
 		return ret < 0 ? ret : r.status ? r.status : -EBADF;
 	}
 	fd = cl_hi_fd(fd);
-	poll_fds[slot] = fd + 1;
+	/* two threads may have asked at once: the first one's stays */
+	if (!atomic_compare_exchange_strong(&poll_fds[slot], &none, fd + 1)) {
+		sys_close(fd);
+		return none - 1;
+	}
 	return fd;
 }
 
@@ -461,10 +459,12 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 	atomic_fetch_add(&as->waiters, 1);
 	for (;;) {
 		uint32_t seq = atomic_load(&as->wake_seq);
+		/* the flags before the tail: the hub publishes the last bytes'
+		 * tail before it sets FIN, so a FIN seen here comes with them */
+		uint32_t fl = atomic_load(&as->flags), st;
 		uint64_t head = atomic_load_explicit(&as->rx.head, memory_order_relaxed);
 		uint64_t tail = ring_load(&as->rx.tail);
 		uint64_t avail = tail - head;
-		uint32_t fl = atomic_load(&as->flags), st;
 		int err;
 		if (avail > size)
 			avail = 0; /* cannot happen unless the arena is corrupt: give nothing */

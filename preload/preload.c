@@ -124,8 +124,9 @@ __attribute__((constructor)) static void preload_init(void)
 
 __attribute__((destructor)) static void preload_fini(void)
 {
-	/* a process that exits closes its sockets in order, as the kernel does */
-	vs_release_all();
+	/* a process that exits closes its sockets as the kernel does, once it
+	 * is gone: its other threads may still use them until then */
+	vs_exiting(1);
 }
 
 static inline struct pfd *pfd_get(int fd)
@@ -137,14 +138,30 @@ static inline struct pfd *pfd_get(int fd)
 static inline struct pfd *rs_of(int fd)
 {
 	struct pfd *p = pfd_get(fd);
-	return p && p->kind >= FD_RS ? p : NULL;
+	return p && __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) >= FD_RS ? p : NULL;
+}
+
+/* An entry changes hands when the kernel gives its number out again: the
+ * thread that closed it and the one that got the number are ordered by
+ * the kernel only, so kind is written last (release) and read first
+ * (acquire), which orders them for the compiler and for ThreadSanitizer. */
+static void pfd_set(struct pfd *p, const struct pfd *v)
+{
+	(void)__atomic_load_n(&p->kind, __ATOMIC_ACQUIRE);
+	p->family = v->family;
+	p->slot = v->slot;
+	p->gen = v->gen;
+	p->rxsize = v->rxsize;
+	p->txsize = v->txsize;
+	p->evfd = v->evfd;
+	__atomic_store_n(&p->kind, v->kind, __ATOMIC_RELEASE);
 }
 
 static void pfd_clear(int fd)
 {
 	struct pfd *p = pfd_get(fd);
 	if (p)
-		memset(p, 0, sizeof(*p));
+		pfd_set(p, &(struct pfd){0});
 }
 
 static ssize_t ret_err(ssize_t r)
@@ -161,12 +178,9 @@ int socket(int domain, int type, int protocol)
 	int fd = real_socket(domain, type, protocol);
 	struct pfd *p = pfd_get(fd);
 	if (p) {
-		memset(p, 0, sizeof(*p));
-		if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
-		    (protocol == 0 || protocol == IPPROTO_TCP)) {
-			p->kind = FD_TCP;
-			p->family = (uint8_t)domain;
-		}
+		int tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+			  (protocol == 0 || protocol == IPPROTO_TCP);
+		pfd_set(p, &(struct pfd){.kind = tcp ? FD_TCP : FD_NONE, .family = tcp ? (uint8_t)domain : 0});
 	}
 	return fd;
 }
@@ -220,7 +234,7 @@ int listen(int fd, int backlog)
 	 * side must never block, the application's O_NONBLOCK is kept apart */
 	fl = real_fcntl(fd, F_GETFL);
 	if (vs_listen(&a, backlog, p->rxsize, p->txsize, &p->evfd, &p->slot, &p->gen) == 0) {
-		p->kind = FD_LISTEN;
+		__atomic_store_n(&p->kind, FD_LISTEN, __ATOMIC_RELEASE);
 		if (fl & O_NONBLOCK)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 		real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -240,12 +254,7 @@ static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
 		errno = e;
 		return -1;
 	}
-	memset(p, 0, sizeof(*p));
-	p->kind = FD_RS;
-	p->family = lp->family;
-	p->slot = slot;
-	p->gen = gen;
-	p->evfd = -1;
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1});
 	if (flags & SOCK_NONBLOCK)
 		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
 	return fd;
@@ -353,8 +362,8 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		errno = -r;
 		return -1;
 	}
-	p->kind = FD_RS;
 	p->evfd = -1;
+	__atomic_store_n(&p->kind, FD_RS, __ATOMIC_RELEASE);
 	if (real_fcntl(fd, F_GETFL) & O_NONBLOCK)
 		atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 	return 0;
@@ -540,7 +549,7 @@ static int dup_done(int oldfd, int newfd)
 	struct pfd *o = pfd_get(oldfd), *n = pfd_get(newfd);
 	if (newfd < 0 || !n)
 		return newfd;
-	*n = o ? *o : (struct pfd){0};
+	pfd_set(n, o ? o : &(struct pfd){0});
 	if (n->kind >= FD_RS)
 		vs_ref(n->slot);
 	return newfd;
@@ -1126,6 +1135,7 @@ static char **exec_prepare(char *const envp[], struct exec_undo *u)
 	}
 	if (!nkeep || (u->ctl = cl_exec_begin(dslot, dgen, (int)ndrop)) < 0)
 		return NULL;
+	vs_exiting(1); /* close-on-exec sockets close as close() would */
 	cap = 64 + (size_t)nkeep * 64;
 	s = malloc(cap);
 	if (!s)
@@ -1171,8 +1181,10 @@ fail:
 static void exec_undo(struct exec_undo *u)
 {
 	int e = errno;
-	if (u->ctl >= 0)
+	if (u->ctl >= 0) {
 		sys_close(u->ctl);
+		vs_exiting(0);
+	}
 	for (int i = 0; i < u->nev; i++)
 		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
 	if (u->env) {
@@ -1204,8 +1216,8 @@ static void exec_adopt(void)
 		    fd >= pfd_max || slot >= ARENA_MAX_SLOTS || (kind != FD_RS && kind != FD_LISTEN))
 			break;
 		end += 1 + used;
-		pfds[fd] = (struct pfd){.kind = (uint8_t)kind, .family = (uint8_t)family, .slot = slot,
-					.gen = gen, .evfd = evfd};
+		pfd_set(&pfds[fd], &(struct pfd){.kind = (uint8_t)kind, .family = (uint8_t)family,
+						 .slot = slot, .gen = gen, .evfd = evfd});
 		if (kind == FD_LISTEN && evfd >= 0)
 			sys_fcntl(evfd, F_SETFD, FD_CLOEXEC);
 		vs_ref(slot);

@@ -19,6 +19,7 @@ pkgs=(
 	man-db          # man --warnings
 	groff-base      # man page formatting
 	valgrind        # tests/hub-clean-under-valgrind.bats
+	libtsan2        # gcc's ThreadSanitizer runtime: make TSAN=1, tests/threads-race-free-under-tsan.bats
 	qemu-system-x86 # tests/vm: Soft-RoCE guests (TCG)
 	debootstrap     # tests/vm/image.sh: the guest's root filesystem
 	e2fsprogs       # tests/vm/image.sh: mkfs.ext4 -d
@@ -26,6 +27,18 @@ pkgs=(
 	xz-utils        # tests/vm/image.sh: unpacks the guest kernel
 	binutils        # tests/vm/image.sh: readelf
 	clang           # make fuzz: libFuzzer targets (tests/fuzz)
+	# real servers and benchmarks on two nodes (tests/*-over-rshare.bats);
+	# installed without starting their services (policy-rc.d below)
+	nginx           # tests/nginx-under-wrk-and-curl-over-rshare.bats
+	wrk             # its load
+	curl            # its content checks
+	apache2         # tests/apache-prefork-under-ab-over-rshare.bats (prefork MPM)
+	apache2-utils   # ab
+	postgresql      # tests/postgresql-under-pgbench-over-rshare.bats: postgres, initdb, pgbench
+	memcached       # tests/memcached-under-memcslap-over-rshare.bats
+	libmemcached-tools # memcslap, memccp, memccat
+	redis-server    # tests/redis-under-redis-benchmark-over-rshare.bats
+	redis-tools     # redis-benchmark, redis-cli
 )
 
 installed() {
@@ -56,7 +69,17 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 echo "deps.sh: installing ${missing[*]}" >&2
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# No package may start its service (the tests start their own servers in
+# network namespaces): where no policy-rc.d says otherwise, one that denies
+# every start stays in place while apt-get runs.
+policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\n# deps.sh: no service starts while it installs\nexit 101\n' |
+		"${as_root[@]}" tee "$policy" >/dev/null
+	"${as_root[@]}" chmod 755 "$policy"
+fi
+trap 'rm -f "$log"; [ -z "$policy" ] || "${as_root[@]}" rm -f "$policy"' EXIT
 if ! "${as_root[@]}" apt-get -qq update >"$log" 2>&1 ||
 	! "${as_root[@]}" apt-get -qq -y --no-install-recommends install "${missing[@]}" >>"$log" 2>&1; then
 	cat "$log" >&2
