@@ -134,6 +134,7 @@ struct hsock {
 	 * the processes, poll_h written and drained by the hub */
 	int poll_p, poll_h;
 	unsigned poll_fin : 1, poll_hup : 1;
+	uint64_t poll_rx_tail;      /* rx.tail when the last byte was written */
 	uint32_t *q;                /* accepted, not yet accept()ed */
 	uint32_t qlen, qcap;
 	struct pending_conn *pend;

@@ -12,8 +12,10 @@
  * kernel sockets: level and edge triggered, one-shot, exclusive, nested
  * epoll sets, fork.  P's readiness mirrors the connection's:
  *
- *   readable  the hub writes one byte into H when the receive ring turns
- *             non-empty (rx_sig goes 0 -> 1); the process reads it out of P
+ *   readable  the hub writes one byte into H at every arrival of data (so
+ *             that an edge-triggered waiter is woken at each, as for a
+ *             kernel socket) and when the ring is readable while rx_sig is
+ *             0 (rx_sig goes 0 -> 1); the process reads the bytes out of P
  *             when it finds the ring empty (rx_sig 1 -> 0) and, should the
  *             ring have filled in between, rings SLOTOP_POLL to be told
  *             again.  End of stream: shutdown(H, SHUT_WR), so P reads
@@ -21,8 +23,13 @@
  *   writable  P is writable unless a process that found the send ring full
  *             filled P's small send buffer (tx_blk 0 -> 1); the hub drains H
  *             once a quarter of the ring is free again (tx_blk 1 -> 0).
- *   closed    a reset or lost connection: H is drained and shut both ways,
- *             so P reads POLLIN|POLLOUT|POLLRDHUP|POLLHUP.
+ *   closed    a reset or lost connection: the hub writes a byte into P and
+ *             closes H, so the kernel marks P with ECONNRESET (a unix
+ *             socket closed with unread data does that to its peer) and P
+ *             reads POLLIN|POLLOUT|POLLRDHUP|POLLHUP|POLLERR, as a reset
+ *             TCP socket; the error goes with the first read of P, as a
+ *             TCP socket's with the first recv.  Closed without an error:
+ *             H is drained and shut both ways, no POLLERR.
  *
  * The hub keeps P as long as any process holds the socket (a process that
  * asks later gets the same open file), so P's life is the socket's, as a
@@ -56,6 +63,7 @@ int hpoll_get(struct hsock *s)
 	s->poll_p = sv[0];
 	s->poll_h = sv[1];
 	s->poll_fin = s->poll_hup = 0;
+	s->poll_rx_tail = ring_load(&s->as->rx.tail);
 	atomic_store(&s->as->rx_sig, 0);
 	atomic_store(&s->as->tx_blk, 0);
 	hpoll_reflect(s);
@@ -76,16 +84,27 @@ void hpoll_reflect(struct hsock *s)
 	rx_tail = ring_load(&as->rx.tail);
 	rx_head = ring_load(&as->rx.head);
 	readable = rx_tail != rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
-	if (readable && !atomic_exchange(&as->rx_sig, 1)) {
+	if ((readable && !atomic_exchange(&as->rx_sig, 1)) || rx_tail != s->poll_rx_tail) {
+		atomic_store(&as->rx_sig, 1);
+		s->poll_rx_tail = rx_tail;
 		if (write(s->poll_h, "r", 1) < 0) {
 			/* full of earlier bytes: P is readable anyway */
 		}
 	}
 	if (closed) {
-		drain(s->poll_h);
-		shutdown(s->poll_h, SHUT_RDWR);
 		atomic_store(&as->tx_blk, 0);
 		s->poll_hup = 1;
+		if (atomic_load(&as->error)) {
+			/* unread data in H when it closes: P gets ECONNRESET */
+			if (write(s->poll_p, "e", 1) < 0) {
+				/* P is full of the process's filling: unread data anyway */
+			}
+			close(s->poll_h);
+			s->poll_h = -1;
+		} else {
+			drain(s->poll_h);
+			shutdown(s->poll_h, SHUT_RDWR);
+		}
 		return;
 	}
 	if ((flags & SLOTF_RX_FIN) && !s->poll_fin) {

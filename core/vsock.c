@@ -327,19 +327,21 @@ static void rx_settle(uint32_t slot, struct arena_slot *as)
 }
 
 /* The send ring was found full: fill the descriptor so it stops being
- * writable; the hub drains it when room comes back. */
+ * writable (every time: a drain of the hub's may have come between), then
+ * say so; the hub drains it when room comes back, and a drain that raced
+ * with this fill only wakes a waiter early, which finds the ring full and
+ * comes here again. */
 static void tx_settle(uint32_t slot, struct arena_slot *as)
 {
 	static const char junk[16384];
 	int fd = poll_fds[slot] - 1;
-	if (fd < 0 || atomic_exchange(&as->tx_blk, 1))
+	if (fd < 0)
 		return;
 	while (sys_write(fd, junk, sizeof(junk)) > 0)
 		;
-	if (tx_space(as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED) {
-		atomic_store(&as->tx_blk, 1);
+	atomic_store(&as->tx_blk, 1);
+	if (tx_space(as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED)
 		poll_bell(slot);
-	}
 }
 
 void vs_poll_settle(uint32_t slot, unsigned claimed)
