@@ -186,6 +186,28 @@ echo "# back-pressure over verbs: the sender stood at $p1 then $p2 bytes while t
 check "a receiver that sleeps holds the sender back over verbs ($p1 = $p2 < 4194304), then every byte verified" \
 	bash -c "[ -n '$p1' ] && [ '$p1' = '$p2' ] && [ '$p2' -lt 4194304 ] && grep -q '^received 4194304 verified' '$T/bpr.out'"
 
+# 2d. Event-driven: 32 pre-forked workers, each with its own epoll set
+# holding the shared listener with EPOLLEXCLUSIVE and its connections
+# edge-triggered, echo 4 x 32 connections over verbs; every byte verified,
+# every connection accepted once.
+RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 600 "$B/rshare" run -- \
+	"$B/tests/epoll-exclusive-workers" -w 32 7400 >"$T/ep.out" 2>"$T/ep.err" &
+epm=$!
+pids+=($!)
+wait_line "$T/ep.out" '^ready$' 1 60
+for i in 1 2 3 4; do
+	on hubB "$B/tests/echo-client" -c 32 -s $((40 + i)) -n 4 -m 65536 "$A_ADDR" 7400 >"$T/epc$i.out" 2>"$T/epc$i.err" &
+	epc[$i]=$!
+done
+for i in 1 2 3 4; do wait "${epc[$i]}"; done
+kill -TERM "$epm" 2>/dev/null
+wait_line "$T/ep.out" '^total ' 1 30
+ept=$(grep '^total ' "$T/ep.out")
+epv=$(cat "$T"/epc*.out | grep -c 'conns=32 verified=32 resets=0 errors=0')
+echo "# epoll workers over verbs: $ept"
+check "32 epoll EXCLUSIVE workers over verbs: 128 connections verified ($epv of 4 clients), each accepted once" \
+	bash -c "[ $epv -eq 4 ] && [[ '$ept' == 'total workers=32 reported=32 accepted=128 closed=128 errors=0 open=0 '* ]]"
+
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.
