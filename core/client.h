@@ -80,6 +80,10 @@ int vs_held(uint32_t slot);               /* this process has descriptors of it 
 int vs_poll_fd(uint32_t slot, uint32_t gen);
 unsigned vs_poll_mask(uint32_t slot);
 void vs_poll_settle(uint32_t slot, unsigned claimed);
+/* Called when this process drops its last descriptor of a socket that has
+ * a readiness descriptor, before that is closed; gone: no process holds the
+ * socket any more (set by the interposer: its epoll records). */
+extern void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
 /* Does an accepted rshare connection still hold this local port? */
 int vs_port_in_use(const union sockaddr_any *addr);
 /* Would the kernel restart a blocked socket call after this signal?  Only

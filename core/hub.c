@@ -497,9 +497,12 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 			rep.status = -EBADF;
 			break;
 		}
-		/* arg 1: SO_LINGER with a zero time, the connection is reset */
-		if (--s->nholders == 0)
+		/* arg 1: SO_LINGER with a zero time, the connection is reset;
+		 * gen 1 in the reply: that was the last holder */
+		if (--s->nholders == 0) {
+			rep.gen = 1;
 			hsock_release(h, s, q->arg == 1);
+		}
 		break;
 	case MSG_SHUTDOWN:
 		s = hsock_get(h, pr->pool, q->slot, q->gen);

@@ -35,7 +35,8 @@ enum msg_op {
 	MSG_CONNECT,    /* addr = destination, local = reserved local address */
 	MSG_ACCEPT,     /* slot = listener; reply: the new slot */
 	MSG_RELEASE,    /* this process drops its reference (last close here);
-			   arg 1: a last release resets (SO_LINGER 0) */
+			   arg 1: a last release resets (SO_LINGER 0); reply
+			   gen 1: no process holds the socket any more */
 	MSG_SHUTDOWN,   /* arg = SHUT_RD/SHUT_WR/SHUT_RDWR */
 	MSG_STAT,       /* arg 1: JSON, 0: text; reply: text until the hub closes */
 	MSG_PORTCHECK,  /* addr: -EADDRINUSE while an accepted connection holds its port */

@@ -23,6 +23,7 @@
 static uint8_t proc_refs[ARENA_MAX_SLOTS]; /* descriptors of this process per slot */
 static _Atomic int poll_fds[ARENA_MAX_SLOTS]; /* readiness descriptor + 1, 0 when none */
 static void poll_bell(uint32_t slot);
+void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
 
 static void lock(pthread_mutex_t *m)
 {
@@ -86,14 +87,18 @@ static int unref(uint32_t slot, uint32_t gen, int abort)
 {
 	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
+	int ret, pf;
 	if (proc_refs[slot] && --proc_refs[slot])
 		return 0;
-	int pf = atomic_exchange(&poll_fds[slot], 0);
-	if (pf)
+	ret = cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status ? r.status : 1;
+	pf = atomic_exchange(&poll_fds[slot], 0);
+	if (pf) {
+		/* gen 1 in the reply: no process holds the socket any more */
+		if (vs_poll_forget)
+			vs_poll_forget(slot, pf - 1, ret == 1 && r.gen == 1);
 		sys_close(pf - 1);
-	if (cl_rpc(&q, &r, -1) < 0)
-		return -ECONNRESET;
-	return r.status ? r.status : 1;
+	}
+	return ret;
 }
 
 int vs_unref(uint32_t slot, uint32_t gen)

@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -52,8 +55,21 @@ struct pfd {
 static struct pfd *pfds;
 static unsigned pfd_max;
 
-#define REAL(name) static __typeof__(name) *real_##name
+/* real_NAME: the next definition of NAME (libc's); R(NAME) finds it at
+ * first use too, as another library's constructor may call in before ours
+ * has run. */
+static void *next_sym(const char *n);
+#define REAL(name)                                                                \
+	static __typeof__(name) *real_##name;                                     \
+	static inline __typeof__(name) *get_##name(void)                          \
+	{                                                                         \
+		if (__builtin_expect(!real_##name, 0))                            \
+			real_##name = (__typeof__(name) *)next_sym(#name);        \
+		return real_##name;                                               \
+	}
+#define R(name) (get_##name())
 static void exec_adopt(void);
+static void ep_forget(uint32_t slot, int pf, int gone);
 REAL(socket);
 REAL(listen);
 REAL(accept);
@@ -86,6 +102,8 @@ REAL(ppoll);
 REAL(select);
 REAL(pselect);
 REAL(epoll_ctl);
+REAL(epoll_wait);
+REAL(epoll_pwait);
 REAL(sendfile);
 REAL(execve);
 REAL(execvpe);
@@ -108,6 +126,7 @@ __attribute__((constructor)) static void preload_init(void)
 	LOAD(shutdown); LOAD(getsockname); LOAD(getpeername); LOAD(setsockopt);
 	LOAD(getsockopt); LOAD(fcntl); LOAD(ioctl); LOAD(dup); LOAD(dup2); LOAD(dup3); LOAD(bind);
 	LOAD(poll); LOAD(ppoll); LOAD(select); LOAD(pselect); LOAD(epoll_ctl); LOAD(sendfile);
+	LOAD(epoll_wait); LOAD(epoll_pwait);
 	LOAD(execve); LOAD(execvpe); LOAD(fexecve);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max > max)
 		max = rl.rlim_max > (1u << 20) ? (1u << 20) : (unsigned)rl.rlim_max;
@@ -119,6 +138,7 @@ __attribute__((constructor)) static void preload_init(void)
 		pfd_max = max;
 	}
 	cl_init();
+	vs_poll_forget = ep_forget;
 	exec_adopt();
 }
 
@@ -175,7 +195,7 @@ static ssize_t ret_err(ssize_t r)
 
 int socket(int domain, int type, int protocol)
 {
-	int fd = real_socket(domain, type, protocol);
+	int fd = R(socket)(domain, type, protocol);
 	struct pfd *p = pfd_get(fd);
 	if (p) {
 		int tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
@@ -191,25 +211,25 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	int reuse = 0;
 	socklen_t rl = sizeof(reuse);
 	union sockaddr_any a;
-	int r = real_bind(fd, addr, len);
+	int r = R(bind)(fd, addr, len);
 	if (r < 0 || !p || p->kind != FD_TCP || cl.attached <= 0 || !addr ||
 	    len < sizeof(struct sockaddr_in))
 		return r;
 	/* an accepted rshare connection has no kernel socket on the port:
 	 * ask the hub, as the kernel would refuse while one is open */
-	if (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, &rl) == 0 && reuse)
+	if (R(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, &rl) == 0 && reuse)
 		return r;
 	memset(&a, 0, sizeof(a));
 	memcpy(&a, addr, len < sizeof(a) ? len : sizeof(a));
 	if ((a.sa.sa_family == AF_INET && a.in.sin_port) || (a.sa.sa_family == AF_INET6 && a.in6.sin6_port)) {
 		if (vs_port_in_use(&a)) {
 			/* give the port back: a fresh socket of the same kind */
-			int nfd = real_socket(p->family, SOCK_STREAM, 0);
+			int nfd = R(socket)(p->family, SOCK_STREAM, 0);
 			if (nfd >= 0) {
-				int fl = real_fcntl(fd, F_GETFL), fdfl = real_fcntl(fd, F_GETFD);
-				real_dup3(nfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
-				real_close(nfd);
-				real_fcntl(fd, F_SETFL, fl);
+				int fl = R(fcntl)(fd, F_GETFL), fdfl = R(fcntl)(fd, F_GETFD);
+				R(dup3)(nfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+				R(close)(nfd);
+				R(fcntl)(fd, F_SETFL, fl);
 			}
 			errno = EADDRINUSE;
 			return -1;
@@ -224,32 +244,32 @@ int listen(int fd, int backlog)
 	union sockaddr_any a;
 	socklen_t al = sizeof(a);
 	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
-		return real_listen(fd, backlog);
-	int ret = real_listen(fd, backlog), fl;
+		return R(listen)(fd, backlog);
+	int ret = R(listen)(fd, backlog), fl;
 	if (ret < 0 || !p || p->kind != FD_TCP)
 		return ret;
-	if (real_getsockname(fd, &a.sa, &al) < 0)
+	if (R(getsockname)(fd, &a.sa, &al) < 0)
 		return ret;
 	/* accept waits on the kernel listener and the hub at once: the kernel
 	 * side must never block, the application's O_NONBLOCK is kept apart */
-	fl = real_fcntl(fd, F_GETFL);
+	fl = R(fcntl)(fd, F_GETFL);
 	if (vs_listen(&a, backlog, p->rxsize, p->txsize, &p->evfd, &p->slot, &p->gen) == 0) {
 		__atomic_store_n(&p->kind, FD_LISTEN, __ATOMIC_RELEASE);
 		if (fl & O_NONBLOCK)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
-		real_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		R(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
 	}
 	return ret;
 }
 
 static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
 {
-	int fd = real_socket(lp->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+	int fd = R(socket)(lp->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
 	struct pfd *p = pfd_get(fd);
 	if (fd < 0 || !p) {
 		int e = fd < 0 ? errno : EMFILE;
 		if (fd >= 0)
-			real_close(fd);
+			R(close)(fd);
 		vs_unref(slot, gen);
 		errno = e;
 		return -1;
@@ -297,14 +317,14 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			errno = -r;
 			return -1;
 		}
-		nfd = real_accept4(fd, addr, len, flags);
+		nfd = R(accept4)(fd, addr, len, flags);
 		if (nfd >= 0 || errno != EAGAIN)
 			return nfd;
 		if (atomic_load(&ls->flags) & SLOTF_NONBLOCK) {
 			errno = EAGAIN;
 			return -1;
 		}
-		r = real_poll(pf, 2, -1);
+		r = R(poll)(pf, 2, -1);
 		if (r < 0 && errno == EINTR && !vs_restartable())
 			return -1;
 	}
@@ -315,7 +335,7 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	struct pfd *p = rs_of(fd);
 	int nfd;
 	if (!p || p->kind != FD_LISTEN) {
-		nfd = real_accept4(fd, addr, len, flags);
+		nfd = R(accept4)(fd, addr, len, flags);
 		if (nfd >= 0 && pfd_get(nfd))
 			pfd_clear(nfd);
 		return nfd;
@@ -335,36 +355,36 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	socklen_t ll = sizeof(local);
 	int r;
 	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_CONNECT, fd, addr, len, &p->rxsize, &p->txsize))
-		return real_connect(fd, addr, len);
+		return R(connect)(fd, addr, len);
 	if (!p || p->kind != FD_TCP || !addr ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
-		return real_connect(fd, addr, len);
+		return R(connect)(fd, addr, len);
 	memset(&dst, 0, sizeof(dst));
 	memcpy(&dst, addr, addr->sa_family == AF_INET ? sizeof(dst.in) : sizeof(dst.in6));
 	/* reserve a local port in the kernel, as connect would */
-	if (real_getsockname(fd, &local.sa, &ll) < 0)
-		return real_connect(fd, addr, len);
+	if (R(getsockname)(fd, &local.sa, &ll) < 0)
+		return R(connect)(fd, addr, len);
 	if ((local.sa.sa_family == AF_INET && !local.in.sin_port) ||
 	    (local.sa.sa_family == AF_INET6 && !local.in6.sin6_port)) {
 		union sockaddr_any any;
 		memset(&any, 0, sizeof(any));
 		any.sa.sa_family = local.sa.sa_family;
 		if (bind(fd, &any.sa, local.sa.sa_family == AF_INET ? sizeof(any.in) : sizeof(any.in6)) < 0)
-			return real_connect(fd, addr, len);
+			return R(connect)(fd, addr, len);
 		ll = sizeof(local);
-		real_getsockname(fd, &local.sa, &ll);
+		R(getsockname)(fd, &local.sa, &ll);
 	}
 	r = vs_connect(&dst, &local, p->rxsize, p->txsize, &p->slot, &p->gen);
 	if (r == 1)
-		return real_connect(fd, addr, len);
+		return R(connect)(fd, addr, len);
 	if (r < 0) {
 		errno = -r;
 		return -1;
 	}
 	p->evfd = -1;
 	__atomic_store_n(&p->kind, FD_RS, __ATOMIC_RELEASE);
-	if (real_fcntl(fd, F_GETFL) & O_NONBLOCK)
+	if (R(fcntl)(fd, F_GETFL) & O_NONBLOCK)
 		atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 	return 0;
 }
@@ -375,7 +395,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p)
-		return real_sendmsg(fd, m, flags);
+		return R(sendmsg)(fd, m, flags);
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
@@ -388,7 +408,7 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 	struct pfd *p = rs_of(fd);
 	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
 	if (!p)
-		return real_send(fd, buf, len, flags);
+		return R(send)(fd, buf, len, flags);
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
@@ -399,7 +419,7 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t al)
 {
 	if (!rs_of(fd))
-		return real_sendto(fd, buf, len, flags, a, al);
+		return R(sendto)(fd, buf, len, flags, a, al);
 	if (a) {
 		errno = EISCONN;
 		return -1;
@@ -410,7 +430,7 @@ ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sock
 ssize_t write(int fd, const void *buf, size_t len)
 {
 	if (!rs_of(fd))
-		return real_write(fd, buf, len);
+		return R(write)(fd, buf, len);
 	return send(fd, buf, len, 0);
 }
 
@@ -418,7 +438,7 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p)
-		return real_writev(fd, iov, n);
+		return R(writev)(fd, iov, n);
 	if (p->kind != FD_RS || n < 0 || n > IOV_MAX) {
 		errno = p->kind != FD_RS ? ENOTCONN : EINVAL;
 		return -1;
@@ -431,7 +451,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct pfd *p = rs_of(fd);
 	ssize_t r;
 	if (!p)
-		return real_recvmsg(fd, m, flags);
+		return R(recvmsg)(fd, m, flags);
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
@@ -451,7 +471,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
 	struct pfd *p = rs_of(fd);
 	struct iovec v = {.iov_base = buf, .iov_len = len};
 	if (!p)
-		return real_recv(fd, buf, len, flags);
+		return R(recv)(fd, buf, len, flags);
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
@@ -464,7 +484,7 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, s
 	struct pfd *p = rs_of(fd);
 	ssize_t r;
 	if (!p)
-		return real_recvfrom(fd, buf, len, flags, a, al);
+		return R(recvfrom)(fd, buf, len, flags, a, al);
 	r = recv(fd, buf, len, flags);
 	if (r >= 0 && a && al)
 		fill_addr(&cl_slot(p->slot)->peer, a, al);
@@ -474,7 +494,7 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, s
 ssize_t read(int fd, void *buf, size_t len)
 {
 	if (!rs_of(fd))
-		return real_read(fd, buf, len);
+		return R(read)(fd, buf, len);
 	return recv(fd, buf, len, 0);
 }
 
@@ -482,7 +502,7 @@ ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p)
-		return real_readv(fd, iov, n);
+		return R(readv)(fd, iov, n);
 	if (p->kind != FD_RS || n < 0 || n > IOV_MAX) {
 		errno = p->kind != FD_RS ? ENOTCONN : EINVAL;
 		return -1;
@@ -525,7 +545,7 @@ static void pfd_forget(int fd)
 		struct linger l;
 		socklen_t ll = sizeof(l);
 		/* SO_LINGER on with a zero time: close resets, as on kernel TCP */
-		if (p->kind == FD_RS && real_getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &ll) == 0)
+		if (p->kind == FD_RS && R(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &l, &ll) == 0)
 			abort = l.l_onoff && !l.l_linger;
 		pfd_clear(fd);
 		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0)
@@ -540,7 +560,7 @@ static void pfd_forget(int fd)
 int close(int fd)
 {
 	pfd_forget(fd);
-	return real_close(fd);
+	return R(close)(fd);
 }
 
 /* newfd now names what oldfd names. */
@@ -557,15 +577,15 @@ static int dup_done(int oldfd, int newfd)
 
 int dup(int fd)
 {
-	return dup_done(fd, real_dup(fd));
+	return dup_done(fd, R(dup)(fd));
 }
 
 int dup2(int oldfd, int newfd)
 {
 	int r;
 	if (oldfd == newfd)
-		return real_dup2(oldfd, newfd);
-	r = real_dup2(oldfd, newfd);
+		return R(dup2)(oldfd, newfd);
+	r = R(dup2)(oldfd, newfd);
 	if (r >= 0) {
 		pfd_forget(newfd);
 		dup_done(oldfd, r);
@@ -575,7 +595,7 @@ int dup2(int oldfd, int newfd)
 
 int dup3(int oldfd, int newfd, int flags)
 {
-	int r = real_dup3(oldfd, newfd, flags);
+	int r = R(dup3)(oldfd, newfd, flags);
 	if (r >= 0) {
 		pfd_forget(newfd);
 		dup_done(oldfd, r);
@@ -587,9 +607,9 @@ int shutdown(int fd, int how)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p)
-		return real_shutdown(fd, how);
+		return R(shutdown)(fd, how);
 	if (p->kind == FD_LISTEN)
-		return real_shutdown(fd, how);
+		return R(shutdown)(fd, how);
 	return (int)ret_err(vs_shutdown(p->slot, p->gen, how));
 }
 
@@ -597,7 +617,7 @@ int getsockname(int fd, struct sockaddr *a, socklen_t *len)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p || p->kind != FD_RS)
-		return real_getsockname(fd, a, len);
+		return R(getsockname)(fd, a, len);
 	if (!a || !len) {
 		errno = EFAULT;
 		return -1;
@@ -610,7 +630,7 @@ int getpeername(int fd, struct sockaddr *a, socklen_t *len)
 {
 	struct pfd *p = rs_of(fd);
 	if (!p || p->kind != FD_RS)
-		return real_getpeername(fd, a, len);
+		return R(getpeername)(fd, a, len);
 	if (!a || !len) {
 		errno = EFAULT;
 		return -1;
@@ -626,7 +646,7 @@ int getpeername(int fd, struct sockaddr *a, socklen_t *len)
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct pfd *p = pfd_get(fd);
-	int r = real_setsockopt(fd, level, name, val, len);
+	int r = R(setsockopt)(fd, level, name, val, len);
 	/* the kernel checks the arguments; its answer stands */
 	if (r == 0 && p && p->kind == FD_TCP && level == SOL_SOCKET && val && len >= sizeof(int) &&
 	    (name == SO_RCVBUF || name == SO_SNDBUF)) {
@@ -664,7 +684,7 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 			return 0;
 		}
 	}
-	return real_getsockopt(fd, level, name, val, len);
+	return R(getsockopt)(fd, level, name, val, len);
 }
 
 static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
@@ -673,12 +693,12 @@ static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 	int r;
 	switch (cmd) {
 	case F_GETFL:
-		r = real_fcntl(fd, F_GETFL);
+		r = R(fcntl)(fd, F_GETFL);
 		if (r >= 0 && p->kind == FD_LISTEN)
 			r = (r & ~O_NONBLOCK) | ((atomic_load(&as->flags) & SLOTF_NONBLOCK) ? O_NONBLOCK : 0);
 		return r;
 	case F_SETFL:
-		r = real_fcntl(fd, F_SETFL, p->kind == FD_LISTEN ? arg | O_NONBLOCK : arg);
+		r = R(fcntl)(fd, F_SETFL, p->kind == FD_LISTEN ? arg | O_NONBLOCK : arg);
 		if (r == 0) {
 			if (arg & O_NONBLOCK)
 				atomic_fetch_or(&as->flags, SLOTF_NONBLOCK);
@@ -687,7 +707,7 @@ static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 		}
 		return r;
 	default:
-		return real_fcntl(fd, cmd, arg);
+		return R(fcntl)(fd, cmd, arg);
 	}
 }
 
@@ -701,9 +721,9 @@ int fcntl(int fd, int cmd, ...)
 	va_end(ap);
 	p = rs_of(fd);
 	if (p && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-		return dup_done(fd, real_fcntl(fd, cmd, arg));
+		return dup_done(fd, R(fcntl)(fd, cmd, arg));
 	if (!p || (cmd != F_GETFL && cmd != F_SETFL))
-		return real_fcntl(fd, cmd, arg);
+		return R(fcntl)(fd, cmd, arg);
 	return rs_fcntl(fd, p, cmd, arg);
 }
 
@@ -739,7 +759,7 @@ int ioctl(int fd, unsigned long req, ...)
 		if (p->kind == FD_LISTEN)
 			return 0; /* the kernel listener stays nonblocking */
 	}
-	return real_ioctl(fd, req, arg);
+	return R(ioctl)(fd, req, arg);
 }
 
 /* ---- readiness: poll, select, epoll (core/hub_poll.c tells how) ----
@@ -816,7 +836,7 @@ static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, co
 			t.tv_sec = ms / 1000;
 			t.tv_nsec = (ms % 1000) * 1000000;
 		}
-		r = real_ppoll(k, nk, now || tmo ? &t : NULL, mask);
+		r = R(ppoll)(k, nk, now || tmo ? &t : NULL, mask);
 		if (r < 0)
 			break;
 		ready = 0;
@@ -869,7 +889,7 @@ static int any_rs(const struct pollfd *fds, nfds_t n)
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	if (!any_rs(fds, n))
-		return real_ppoll(fds, n, tmo, mask);
+		return R(ppoll)(fds, n, tmo, mask);
 	return rs_ppoll(fds, n, tmo, mask);
 }
 
@@ -877,7 +897,7 @@ int poll(struct pollfd *fds, nfds_t n, int ms)
 {
 	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
 	if (!any_rs(fds, n))
-		return real_poll(fds, n, ms);
+		return R(poll)(fds, n, ms);
 	return rs_ppoll(fds, n, ms < 0 ? NULL : &t, NULL);
 }
 
@@ -957,7 +977,7 @@ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 	struct timespec t, end, now;
 	int r;
 	if (!sets_have_rs(nfds, rd, wr, ex))
-		return real_select(nfds, rd, wr, ex, tv);
+		return R(select)(nfds, rd, wr, ex, tv);
 	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0)) {
 		errno = EINVAL;
 		return -1;
@@ -991,31 +1011,119 @@ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec 
 {
 	struct timespec t;
 	if (!sets_have_rs(nfds, rd, wr, ex))
-		return real_pselect(nfds, rd, wr, ex, tmo, mask);
+		return R(pselect)(nfds, rd, wr, ex, tmo, mask);
 	if (tmo)
 		t = *tmo;
 	return rs_select(nfds, rd, wr, ex, tmo ? &t : NULL, mask);
 }
 
+/* epoll: an rshare connection is registered as its readiness descriptor
+ * under a tag of ours (the record's index, above a per-process magic), and
+ * epoll_wait checks each tagged event against the socket's true state
+ * before it hands it on with the program's own data: like poll, it never
+ * reports more than is true (a byte of the hub's can land just after the
+ * program read the data it announced, and some programs count a read that
+ * finds nothing as an error).  A record lives until the program deletes
+ * it or this process closes its last descriptor of the socket; when no
+ * process holds the socket any more its registrations are deleted too, as
+ * the kernel forgets a closed socket.  Events of the program's other
+ * descriptors pass untouched. */
+struct ep_rec {
+	int epfd, pf;
+	uint32_t slot, gen, events, used;
+	uint32_t rgen;              /* bumped at each reuse: in the tag */
+	uint64_t data;
+	int next;                   /* next record of the slot (or free) + 1, 0: none */
+};
+static struct ep_rec *ep_recs;
+static int ep_n, ep_cap, ep_free, ep_live; /* ep_free: first free record + 1 */
+static int ep_head[ARENA_MAX_SLOTS];    /* first record of a slot + 1 */
+static uint64_t ep_magic;
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define EP_IDX_BITS 20
+static uint64_t ep_tag(int i)
+{
+	return ep_magic | (uint64_t)(ep_recs[i].rgen & 0xfff) << EP_IDX_BITS | (uint32_t)i;
+}
+
+/* the record for (epfd, pf), or -1; under ep_lock */
+static int ep_find(int epfd, int pf, uint32_t slot)
+{
+	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1)
+		if (ep_recs[i].epfd == epfd && ep_recs[i].pf == pf)
+			return i;
+	return -1;
+}
+
+static int ep_new(void)
+{
+	int i;
+	if (ep_free) {
+		i = ep_free - 1;
+		ep_free = ep_recs[i].next;
+		return i;
+	}
+	if (ep_n == 1 << EP_IDX_BITS)
+		return -1;
+	if (ep_n == ep_cap) {
+		int c = ep_cap ? ep_cap * 2 : 64;
+		struct ep_rec *m = realloc(ep_recs, (size_t)c * sizeof(*m));
+		if (!m)
+			return -1;
+		ep_recs = m;
+		ep_cap = c;
+	}
+	ep_recs[ep_n].rgen = 0;
+	return ep_n++;
+}
+
+static void ep_unlink(int i)
+{
+	struct ep_rec *r = &ep_recs[i];
+	for (int *pp = &ep_head[r->slot]; *pp; pp = &ep_recs[*pp - 1].next)
+		if (*pp - 1 == i) {
+			*pp = r->next;
+			break;
+		}
+	r->used = 0;
+	r->rgen++;
+	r->next = ep_free;
+	ep_free = i + 1;
+	__atomic_store_n(&ep_live, ep_live - 1, __ATOMIC_RELAXED);
+}
+
+static void ep_forget(uint32_t slot, int pf, int gone)
+{
+	pthread_mutex_lock(&ep_lock);
+	while (ep_head[slot]) {
+		int i = ep_head[slot] - 1;
+		if (gone && ep_recs[i].pf == pf)
+			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
+		ep_unlink(i);
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct pfd *p = rs_of(fd);
-	int r, pf;
+	struct epoll_event e2;
+	int r, pf, i;
 	if (!p)
-		return real_epoll_ctl(epfd, op, fd, ev);
+		return R(epoll_ctl)(epfd, op, fd, ev);
 	if (p->kind == FD_LISTEN) {
 		/* both the kernel listener and the hub's wake-up, same data */
-		struct epoll_event e2;
-		r = real_epoll_ctl(epfd, op, fd, ev);
+		r = R(epoll_ctl)(epfd, op, fd, ev);
 		if (r < 0)
 			return r;
 		if (ev) {
 			e2 = *ev;
 			e2.events &= ~(uint32_t)(EPOLLOUT | EPOLLPRI);
 		}
-		if (real_epoll_ctl(epfd, op, p->evfd, ev ? &e2 : NULL) < 0 && op == EPOLL_CTL_ADD) {
+		if (R(epoll_ctl)(epfd, op, p->evfd, ev ? &e2 : NULL) < 0 && op == EPOLL_CTL_ADD) {
 			int e = errno;
-			real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			R(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, NULL);
 			errno = e;
 			return -1;
 		}
@@ -1026,7 +1134,154 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = -pf == EBADF ? EPERM : -pf;
 		return -1;
 	}
-	return real_epoll_ctl(epfd, op, pf, ev);
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev) {
+		errno = EFAULT;
+		return -1;
+	}
+	pthread_mutex_lock(&ep_lock);
+	while (!ep_magic) {
+		uint32_t m = 0;
+		if (getrandom(&m, sizeof(m), 0) == sizeof(m))
+			ep_magic = (uint64_t)(m | 0x80000000u) << 32;
+	}
+	i = ep_find(epfd, pf, p->slot);
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (i >= 0) {
+			pthread_mutex_unlock(&ep_lock);
+			errno = EEXIST;
+			return -1;
+		}
+		if ((i = ep_new()) < 0) {
+			pthread_mutex_unlock(&ep_lock);
+			errno = ENOMEM;
+			return -1;
+		}
+		e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+		r = R(epoll_ctl)(epfd, op, pf, &e2);
+		if (r < 0) {
+			int e = errno;
+			ep_recs[i].next = ep_free;
+			ep_recs[i].used = 0;
+			ep_recs[i].rgen++;
+			ep_free = i + 1;
+			errno = e;
+			break;
+		}
+		ep_recs[i] = (struct ep_rec){.epfd = epfd, .pf = pf, .slot = p->slot, .gen = p->gen,
+					     .events = ev->events, .used = 1, .data = ev->data.u64,
+					     .next = ep_head[p->slot], .rgen = ep_recs[i].rgen};
+		ep_head[p->slot] = i + 1;
+		__atomic_store_n(&ep_live, ep_live + 1, __ATOMIC_RELAXED);
+		break;
+	case EPOLL_CTL_MOD:
+		if (i < 0) {
+			/* registered before this process knew of it (an exec): as is */
+			r = R(epoll_ctl)(epfd, op, pf, ev);
+			break;
+		}
+		e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+		r = R(epoll_ctl)(epfd, op, pf, &e2);
+		if (r == 0) {
+			ep_recs[i].events = ev->events;
+			ep_recs[i].data = ev->data.u64;
+		}
+		break;
+	case EPOLL_CTL_DEL:
+		r = R(epoll_ctl)(epfd, op, pf, ev);
+		if (r == 0 && i >= 0)
+			ep_unlink(i);
+		break;
+	default:
+		errno = EINVAL;
+		r = -1;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return r;
+}
+
+/* Our events into the program's: checked, its data put back; what is not
+ * true is dropped (a one-shot registration armed again). */
+static int ep_filter(int epfd, struct epoll_event *ev, int n)
+{
+	int out = 0;
+	pthread_mutex_lock(&ep_lock);
+	for (int k = 0; k < n; k++) {
+		uint64_t d = ev[k].data.u64;
+		struct ep_rec *r;
+		unsigned m;
+		uint32_t idx = (uint32_t)d & ((1u << EP_IDX_BITS) - 1);
+		if ((d & 0xffffffff00000000ull) != ep_magic || idx >= (uint32_t)ep_n) {
+			ev[out++] = ev[k];
+			continue;
+		}
+		r = &ep_recs[idx];
+		if (!r->used || d != ep_tag((int)idx) || cl_slot(r->slot)->gen != r->gen)
+			continue; /* a socket this process let go of */
+		m = vs_poll_mask(r->slot);
+		if (ev[k].events & ~m & (EPOLLIN | EPOLLOUT))
+			vs_poll_settle(r->slot, ev[k].events);
+		m &= r->events | EPOLLERR | EPOLLHUP;
+		if (!m) {
+			if (r->events & EPOLLONESHOT) {
+				struct epoll_event e2 = {.events = r->events, .data.u64 = d};
+				R(epoll_ctl)(epfd, EPOLL_CTL_MOD, r->pf, &e2);
+			}
+			continue;
+		}
+		ev[out].events = m;
+		ev[out++].data.u64 = r->data;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return out;
+}
+
+static int ep_wait(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+		   const sigset_t *mask)
+{
+	struct timespec end = {0, 0};
+	if (tmo) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += tmo->tv_sec;
+		end.tv_nsec += tmo->tv_nsec;
+		if (end.tv_nsec >= 1000000000) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000;
+		}
+	}
+	for (;;) {
+		long ms = tmo ? ms_left(&end) : -1;
+		int n = R(epoll_pwait)(epfd, ev, max, ms > INT_MAX ? INT_MAX : (int)ms, mask);
+		if (n <= 0)
+			return n;
+		n = ep_filter(epfd, ev, n);
+		if (n || (tmo && ms_left(&end) == 0))
+			return n;
+	}
+}
+
+int epoll_wait(int epfd, struct epoll_event *ev, int max, int ms)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0)
+		return R(epoll_wait)(epfd, ev, max, ms);
+	return ep_wait(epfd, ev, max, ms < 0 ? NULL : &t, NULL);
+}
+
+int epoll_pwait(int epfd, struct epoll_event *ev, int max, int ms, const sigset_t *mask)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0)
+		return R(epoll_pwait)(epfd, ev, max, ms, mask);
+	return ep_wait(epfd, ev, max, ms < 0 ? NULL : &t, mask);
+}
+
+int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0 || (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000)))
+		return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, tmo, mask, 8);
+	return ep_wait(epfd, ev, max, tmo, mask);
 }
 
 ssize_t sendfile(int out, int in, off_t *off, size_t count)
@@ -1036,7 +1291,7 @@ ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	size_t done = 0;
 	ssize_t ret = 0;
 	if (!p)
-		return real_sendfile(out, in, off, count);
+		return R(sendfile)(out, in, off, count);
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
@@ -1120,7 +1375,7 @@ static char **exec_prepare(char *const envp[], struct exec_undo *u)
 	for (unsigned fd = 0; fd < max; fd++)
 		if (pfds[fd].kind >= FD_RS) {
 			n++;
-			if (!(real_fcntl((int)fd, F_GETFD) & FD_CLOEXEC))
+			if (!(R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC))
 				keep[pfds[fd].slot] = 1, nkeep++;
 		}
 	if (!n)
@@ -1143,7 +1398,7 @@ static char **exec_prepare(char *const envp[], struct exec_undo *u)
 	len = (size_t)snprintf(s, cap, "RSHARE_EXEC=%d", u->ctl);
 	for (unsigned fd = 0; fd < max; fd++) {
 		struct pfd *p = &pfds[fd];
-		if (p->kind < FD_RS || (real_fcntl((int)fd, F_GETFD) & FD_CLOEXEC))
+		if (p->kind < FD_RS || (R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC))
 			continue;
 		if (p->kind == FD_LISTEN && p->evfd >= 0 && u->nev < 64 &&
 		    sys_fcntl(p->evfd, F_SETFD, 0) == 0)
@@ -1229,7 +1484,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u);
-	int r = real_execve(path, argv, env ? env : envp);
+	int r = R(execve)(path, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }
@@ -1238,7 +1493,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u);
-	int r = real_execvpe(file, argv, env ? env : envp);
+	int r = R(execvpe)(file, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }
@@ -1247,7 +1502,7 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u);
-	int r = real_fexecve(fd, argv, env ? env : envp);
+	int r = R(fexecve)(fd, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }
