@@ -57,6 +57,9 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 /* 0 established, 1 fallback to kernel TCP, -errno */
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
 	       uint32_t txsize, uint32_t *slot, uint32_t *gen);
+/* the CONNECT alone (a nonblocking connect): 0 under way, 1 fallback, -errno */
+int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
+		     uint32_t txsize, uint32_t *slot, uint32_t *gen);
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
@@ -78,6 +81,7 @@ int vs_held(uint32_t slot);               /* this process has descriptors of it 
  * as POLL* bits; and, after the descriptor claimed more than is true,
  * bringing it in line (empty it, or fill it when the send ring is full). */
 int vs_poll_fd(uint32_t slot, uint32_t gen);
+int vs_poll_fd_cached(uint32_t slot);     /* -1 when it has none */
 unsigned vs_poll_mask(uint32_t slot);
 void vs_poll_settle(uint32_t slot, unsigned claimed);
 /* Called when this process drops its last descriptor of a socket that has

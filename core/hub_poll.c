@@ -23,6 +23,9 @@
  *   writable  P is writable unless a process that found the send ring full
  *             filled P's small send buffer (tx_blk 0 -> 1); the hub drains H
  *             once a quarter of the ring is free again (tx_blk 1 -> 0).
+ *   connect   while a nonblocking connect is under way the hub keeps P
+ *             filled (not writable); it drains it when the connection is
+ *             made, refused, or given to kernel TCP (then nothing more).
  *   closed    a reset or lost connection: the hub writes a byte into P and
  *             closes H, so the kernel marks P with ECONNRESET (a unix
  *             socket closed with unread data does that to its peer) and P
@@ -66,6 +69,13 @@ int hpoll_get(struct hsock *s)
 	s->poll_rx_tail = ring_load(&s->as->rx.tail);
 	atomic_store(&s->as->rx_sig, 0);
 	atomic_store(&s->as->tx_blk, 0);
+	if (s->state == HS_CONNECTING) {
+		/* not writable until the connection is made (or given up) */
+		static const char junk[4096];
+		while (write(s->poll_p, junk, sizeof(junk)) > 0)
+			;
+		atomic_store(&s->as->tx_blk, 1);
+	}
 	hpoll_reflect(s);
 	return s->poll_p;
 }
@@ -78,6 +88,14 @@ void hpoll_reflect(struct hsock *s)
 	int closed, readable;
 	if (!as || s->poll_h < 0 || s->poll_hup)
 		return;
+	if (s->state == HS_FALLBACK) {
+		/* a nonblocking connect given to kernel TCP: writable, so its
+		 * waiter comes to learn it */
+		drain(s->poll_h);
+		atomic_store(&as->tx_blk, 0);
+		s->poll_hup = 1;
+		return;
+	}
 	flags = atomic_load(&as->flags);
 	closed = s->state == HS_CLOSED || atomic_load(&as->state) == SLOT_CLOSED;
 	/* the process's counters are hints here, nothing is indexed by them */
@@ -111,7 +129,7 @@ void hpoll_reflect(struct hsock *s)
 		shutdown(s->poll_h, SHUT_WR);
 		s->poll_fin = 1;
 	}
-	if (atomic_load(&as->tx_blk)) {
+	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk)) {
 		tx_head = ring_load(&as->tx.head);
 		tx_tail = ring_load(&as->tx.tail);
 		used = tx_tail - tx_head;

@@ -159,12 +159,11 @@ int vs_port_in_use(const union sockaddr_any *addr)
 	return r.status == -EADDRINUSE;
 }
 
-int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
-	       uint32_t txsize, uint32_t *slot, uint32_t *gen)
+int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
+		     uint32_t txsize, uint32_t *slot, uint32_t *gen)
 {
 	struct msg_req q = {.op = MSG_CONNECT, .rxsize = rxsize, .txsize = txsize};
 	struct msg_rep r;
-	struct arena_slot *as;
 	int ret;
 	if (cl_attach() < 0)
 		return 1;
@@ -175,8 +174,21 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 		return 1; /* no hub: kernel TCP */
 	if (r.status)
 		return r.status == -EAFNOSUPPORT ? 1 : r.status;
-	as = cl_slot(r.slot);
 	proc_refs[r.slot] = 1;
+	*slot = r.slot;
+	*gen = r.gen;
+	return 0;
+}
+
+int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
+	       uint32_t txsize, uint32_t *slot, uint32_t *gen)
+{
+	struct msg_rep r;
+	struct arena_slot *as;
+	int ret = vs_connect_start(dst, local, rxsize, txsize, &r.slot, &r.gen);
+	if (ret)
+		return ret;
+	as = cl_slot(r.slot);
 	atomic_fetch_add(&as->waiters, 1);
 	for (;;) {
 		uint32_t seq = atomic_load(&as->wake_seq);
@@ -277,6 +289,11 @@ int vs_poll_fd(uint32_t slot, uint32_t gen)
 	return fd;
 }
 
+int vs_poll_fd_cached(uint32_t slot)
+{
+	return atomic_load(&poll_fds[slot]) - 1;
+}
+
 static uint64_t tx_space(struct arena_slot *as)
 {
 	uint64_t used = ring_load(&as->tx.tail) - ring_load(&as->tx.head);
@@ -292,6 +309,10 @@ unsigned vs_poll_mask(uint32_t slot)
 	if (cl_hub_dead() || st == SLOT_CLOSED)
 		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP |
 		       (atomic_load(&as->error) ? POLLERR : 0);
+	if (st == SLOT_CONNECTING)
+		return 0;
+	if (st == SLOT_FALLBACK)
+		return POLLOUT | POLLWRNORM; /* the waiter comes, and learns it */
 	if (st != SLOT_ESTABLISHED)
 		return POLLOUT | POLLHUP; /* as the kernel for a socket that is not connected */
 	if ((avail && avail <= as->rx.size) || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
@@ -391,6 +412,10 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 			if (!total)
 				raise_sigpipe(flags);
 			ret = total ? 0 : -EPIPE;
+			break;
+		}
+		if (st == SLOT_CONNECTING) {
+			ret = total ? 0 : -EAGAIN; /* a nonblocking connect under way */
 			break;
 		}
 		if (st != SLOT_ESTABLISHED || (atomic_load(&as->flags) & SLOTF_TX_SHUT)) {
@@ -510,6 +535,11 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 			break;
 		}
 		st = atomic_load(&as->state);
+		if (st == SLOT_CONNECTING) {
+			if (!total)
+				ret = -EAGAIN; /* a nonblocking connect under way */
+			break;
+		}
 		if (st != SLOT_ESTABLISHED) {
 			err = st == SLOT_CLOSED ? vs_take_error(slot) : ENOTCONN;
 			/* a reset stays a reset for readers, even after another

@@ -47,9 +47,12 @@ enum { FD_NONE = 0, FD_TCP, FD_RS, FD_LISTEN };
 struct pfd {
 	uint8_t kind;
 	uint8_t family;
+	uint8_t pending;         /* FD_RS: a nonblocking connect under way (to dst);
+				    FD_TCP: 2, that connect given to kernel TCP */
 	uint32_t slot, gen;
 	uint32_t rxsize, txsize; /* SO_RCVBUF / SO_SNDBUF asked before connect or listen */
 	int evfd;                /* listener: the hub's wake-up */
+	union sockaddr_any dst;
 };
 
 static struct pfd *pfds;
@@ -155,10 +158,14 @@ static inline struct pfd *pfd_get(int fd)
 }
 
 /* The rshare socket behind fd, or NULL: the fast check on every call. */
+static int rs_settle(int fd, struct pfd *p);
 static inline struct pfd *rs_of(int fd)
 {
 	struct pfd *p = pfd_get(fd);
-	return p && __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) >= FD_RS ? p : NULL;
+	if (!p || __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) < FD_RS)
+		return NULL;
+	/* a nonblocking connect given to kernel TCP: the kernel's from now */
+	return __builtin_expect(p->pending, 0) && rs_settle(fd, p) ? NULL : p;
 }
 
 /* An entry changes hands when the kernel gives its number out again: the
@@ -174,6 +181,8 @@ static void pfd_set(struct pfd *p, const struct pfd *v)
 	p->rxsize = v->rxsize;
 	p->txsize = v->txsize;
 	p->evfd = v->evfd;
+	p->pending = v->pending;
+	p->dst = v->dst;
 	__atomic_store_n(&p->kind, v->kind, __ATOMIC_RELEASE);
 }
 
@@ -354,8 +363,24 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	union sockaddr_any dst, local;
 	socklen_t ll = sizeof(local);
 	int r;
-	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_CONNECT, fd, addr, len, &p->rxsize, &p->txsize))
+	if (p && p->kind == FD_TCP &&
+	    (p->pending || !cfg_use_rshare(CFG_CONNECT, fd, addr, len, &p->rxsize, &p->txsize)))
 		return R(connect)(fd, addr, len);
+	if (p && p->kind == FD_RS) {
+		/* connect again: as the kernel answers it */
+		uint32_t st;
+		int e;
+		if (!rs_of(fd))
+			return R(connect)(fd, addr, len); /* now a kernel socket */
+		st = atomic_load(&cl_slot(p->slot)->state);
+		if (st == SLOT_CONNECTING) {
+			errno = EALREADY;
+			return -1;
+		}
+		e = st == SLOT_CLOSED ? vs_take_error(p->slot) : 0;
+		errno = e ? e : EISCONN;
+		return -1;
+	}
 	if (!p || p->kind != FD_TCP || !addr ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
@@ -374,6 +399,22 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 			return R(connect)(fd, addr, len);
 		ll = sizeof(local);
 		R(getsockname)(fd, &local.sa, &ll);
+	}
+	if (R(fcntl)(fd, F_GETFL) & O_NONBLOCK) {
+		/* nonblocking: the CONNECT goes, the answer comes later */
+		uint32_t slot, gen;
+		r = vs_connect_start(&dst, &local, p->rxsize, p->txsize, &slot, &gen);
+		if (r == 1)
+			return R(connect)(fd, addr, len);
+		if (r < 0) {
+			errno = -r;
+			return -1;
+		}
+		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .slot = slot,
+					 .gen = gen, .evfd = -1, .dst = dst});
+		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
+		errno = EINPROGRESS;
+		return -1;
 	}
 	r = vs_connect(&dst, &local, p->rxsize, p->txsize, &p->slot, &p->gen);
 	if (r == 1)
@@ -784,7 +825,7 @@ static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, co
 	struct pollfd stack[64], *k = stack;
 	struct timespec end = {0, 0}, t;
 	nfds_t nl = 0, nk, i;
-	int r, ready;
+	int r, ready, redo;
 	for (i = 0; i < n; i++) {
 		struct pfd *p = rs_of(fds[i].fd);
 		if (p && p->kind == FD_LISTEN)
@@ -840,10 +881,19 @@ static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, co
 		if (r < 0)
 			break;
 		ready = 0;
+		redo = 0;
 		for (i = 0; i < n; i++) {
 			struct pfd *p = rs_of(fds[i].fd);
 			short ev = fds[i].events;
 			fds[i].revents = k[i].revents;
+			if (!p && k[i].fd != fds[i].fd && fds[i].fd >= 0) {
+				/* a nonblocking connect given to kernel TCP meanwhile:
+				 * from now on the socket itself is polled */
+				k[i].fd = fds[i].fd;
+				fds[i].revents = 0;
+				redo = 1;
+				continue;
+			}
 			if (p && p->kind == FD_RS) {
 				unsigned m = vs_poll_mask(p->slot);
 				if (k[i].revents & ~m & (POLLIN | POLLOUT))
@@ -870,6 +920,18 @@ static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, co
 			}
 		}
 		r = ready;
+		if (redo && !ready) {
+			/* ask the kernel about the converted sockets at once */
+			r = R(ppoll)(k, nk, &(struct timespec){0, 0}, mask);
+			if (r < 0)
+				break;
+			for (i = 0; i < n; i++)
+				if (!rs_of(fds[i].fd)) {
+					fds[i].revents = k[i].revents;
+					ready += fds[i].revents != 0;
+				}
+			r = ready;
+		}
 		if (ready || (tmo && ms_left(&end) == 0))
 			break;
 	}
@@ -1282,6 +1344,50 @@ int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespe
 	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0 || (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000)))
 		return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, tmo, mask, 8);
 	return ep_wait(epfd, ev, max, tmo, mask);
+}
+
+/* A nonblocking connect that went on rshare: once answered it is an
+ * rshare connection (or refused); given to kernel TCP, the descriptor
+ * becomes a kernel socket: the kernel connect starts now, and the epoll
+ * sets that waited on the readiness descriptor wait on the socket instead.
+ * 1 when it became a kernel socket. */
+static int rs_settle(int fd, struct pfd *p)
+{
+	uint32_t slot = p->slot, gen = p->gen, st = atomic_load(&cl_slot(slot)->state);
+	union sockaddr_any dst = p->dst;
+	int pf;
+	if (st == SLOT_CONNECTING)
+		return 0;
+	if (st != SLOT_FALLBACK) {
+		p->pending = 0;
+		return 0;
+	}
+	pthread_mutex_lock(&ep_lock);
+	if (!p->pending || p->slot != slot) {
+		pthread_mutex_unlock(&ep_lock); /* another thread did it */
+		return p->kind == FD_TCP;
+	}
+	pf = vs_poll_fd_cached(slot);
+	while (ep_head[slot]) {
+		int i = ep_head[slot] - 1;
+		struct epoll_event e = {.events = ep_recs[i].events, .data.u64 = ep_recs[i].data};
+		if (pf >= 0)
+			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
+		R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_ADD, fd, &e);
+		ep_unlink(i);
+	}
+	/* pending 2: its kernel connect is under way, later connects are the kernel's */
+	pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = p->family, .pending = 2});
+	pthread_mutex_unlock(&ep_lock);
+	vs_unref(slot, gen);
+	if (R(connect)(fd, &dst.sa, dst.sa.sa_family == AF_INET6 ? sizeof(dst.in6) : sizeof(dst.in)) < 0 &&
+	    errno == EINPROGRESS) {
+		/* the program was told the connect is over (writable): let the
+		 * kernel's answer come first, a round trip (at most 1 s) */
+		struct pollfd w = {.fd = fd, .events = POLLOUT};
+		R(poll)(&w, 1, 1000);
+	}
+	return 1;
 }
 
 ssize_t sendfile(int out, int in, off_t *off, size_t count)
