@@ -309,6 +309,17 @@ static void proc_free(struct hub *h, struct proc *pr)
 	hub_defer_free(h, pr);
 }
 
+/* What HELLO and EXECED answer: the pool's arena and eventfd. */
+static int pool_reply(const struct proc *pr, struct msg_rep *rep, int fds[2])
+{
+	rep->pool_id = pr->pool->id;
+	rep->arena_bytes = pr->pool->bytes;
+	rep->token = pr->token;
+	fds[0] = pr->pool->memfd;
+	fds[1] = pr->pool->evfd;
+	return 2;
+}
+
 static int send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds)
 {
 	struct iovec iov = {.iov_base = (void *)rep, .iov_len = sizeof(*rep)};
@@ -388,12 +399,7 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		pr->pool->nprocs++;
 		pr->pid = q->pid > 0 ? q->pid : pr->pid;
 		pr->token = new_token();
-		rep.pool_id = pr->pool->id;
-		rep.arena_bytes = pr->pool->bytes;
-		rep.token = pr->token;
-		fds[0] = pr->pool->memfd;
-		fds[1] = pr->pool->evfd;
-		nfds = 2;
+		nfds = pool_reply(pr, &rep, fds);
 		log_info("process %d: new pool %llu", (int)pr->pid, (unsigned long long)pr->pool->id);
 		break;
 	case MSG_FORK: {
@@ -431,12 +437,7 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 			break;
 		}
 		pr->pid = q->pid;
-		rep.pool_id = pr->pool->id;
-		rep.arena_bytes = pr->pool->bytes;
-		rep.token = pr->token;
-		fds[0] = pr->pool->memfd;
-		fds[1] = pr->pool->evfd;
-		nfds = 2;
+		nfds = pool_reply(pr, &rep, fds);
 		break;
 	case MSG_LISTEN:
 		s = hsock_new(h, pr->pool, 0, 0);

@@ -811,6 +811,18 @@ int ioctl(int fd, unsigned long req, ...)
  * check what the descriptors report against the socket's true state, so
  * they never report more than is true; epoll_wait is the kernel's own. */
 
+/* end: now (CLOCK_MONOTONIC) plus t */
+static void deadline(const struct timespec *t, struct timespec *end)
+{
+	clock_gettime(CLOCK_MONOTONIC, end);
+	end->tv_sec += t->tv_sec;
+	end->tv_nsec += t->tv_nsec;
+	if (end->tv_nsec >= 1000000000) {
+		end->tv_sec++;
+		end->tv_nsec -= 1000000000;
+	}
+}
+
 static long ms_left(const struct timespec *end)
 {
 	struct timespec now;
@@ -850,13 +862,7 @@ static int rs_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, co
 		}
 	}
 	if (tmo) {
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += tmo->tv_sec;
-		end.tv_nsec += tmo->tv_nsec;
-		if (end.tv_nsec >= 1000000000) {
-			end.tv_sec++;
-			end.tv_nsec -= 1000000000;
-		}
+		deadline(tmo, &end);
 	}
 	for (;;) {
 		/* what is true already needs no waiting */
@@ -1047,13 +1053,7 @@ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 	if (tv) {
 		t.tv_sec = tv->tv_sec + tv->tv_usec / 1000000;
 		t.tv_nsec = (tv->tv_usec % 1000000) * 1000;
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += t.tv_sec;
-		end.tv_nsec += t.tv_nsec;
-		if (end.tv_nsec >= 1000000000) {
-			end.tv_sec++;
-			end.tv_nsec -= 1000000000;
-		}
+		deadline(&t, &end);
 	}
 	r = rs_select(nfds, rd, wr, ex, tv ? &t : NULL, NULL);
 	if (tv) {
@@ -1303,13 +1303,7 @@ static int ep_wait(int epfd, struct epoll_event *ev, int max, const struct times
 {
 	struct timespec end = {0, 0};
 	if (tmo) {
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += tmo->tv_sec;
-		end.tv_nsec += tmo->tv_nsec;
-		if (end.tv_nsec >= 1000000000) {
-			end.tv_sec++;
-			end.tv_nsec -= 1000000000;
-		}
+		deadline(tmo, &end);
 	}
 	for (;;) {
 		long ms = tmo ? ms_left(&end) : -1;
@@ -1648,53 +1642,46 @@ static char **va_argv(const char *arg0, va_list ap, char ***envp)
 	return v;
 }
 
-int execl(const char *path, const char *arg, ...)
+/* exec the array va_argv made (NULL: out of memory), then free it;
+ * search: execlp's path search (execvpe) */
+static int exec_made(const char *file, char **v, char **env, int search)
 {
-	va_list ap;
-	char **v;
 	int r;
-	va_start(ap, arg);
-	v = va_argv(arg, ap, NULL);
-	va_end(ap);
 	if (!v) {
 		errno = ENOMEM;
 		return -1;
 	}
-	r = execve(path, v, environ);
+	r = search ? execvpe(file, v, env) : execve(file, v, env);
 	free(v);
 	return r;
+}
+
+int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+	va_start(ap, arg);
+	v = va_argv(arg, ap, NULL);
+	va_end(ap);
+	return exec_made(path, v, environ, 0);
 }
 
 int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **v, **env = NULL;
-	int r;
 	va_start(ap, arg);
 	v = va_argv(arg, ap, &env);
 	va_end(ap);
-	if (!v) {
-		errno = ENOMEM;
-		return -1;
-	}
-	r = execve(path, v, env);
-	free(v);
-	return r;
+	return exec_made(path, v, env, 0);
 }
 
 int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	char **v;
-	int r;
 	va_start(ap, arg);
 	v = va_argv(arg, ap, NULL);
 	va_end(ap);
-	if (!v) {
-		errno = ENOMEM;
-		return -1;
-	}
-	r = execvpe(file, v, environ);
-	free(v);
-	return r;
+	return exec_made(file, v, environ, 1);
 }
