@@ -13,7 +13,7 @@
  *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks
  *   both:    rx_sig, tx_blk (readiness hints, see hub_poll.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
- *            flags bits, addresses, ring geometry, gen
+ *            flags bits, addresses, ring geometry, pair_*, gen
  * The hub never trusts a value a process writes: counters are checked with
  * ring_sane(), indices against nslots, and geometry is taken from the hub's
  * own records, not read back.
@@ -29,7 +29,7 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 2
+#define ARENA_VERSION 3
 #define ARENA_MAX_SLOTS 4096
 #define ARENA_DOORBELL_WORDS (ARENA_MAX_SLOTS / 64)
 #define ARENA_DEFAULT_BYTES (512ull << 20)  /* sparse: only touched pages cost */
@@ -81,9 +81,13 @@ struct arena_slot {
 	 * wrote may sit in it; tx_blk is 1 while a process filled it because
 	 * the send ring was full */
 	_Atomic uint32_t rx_sig, tx_blk;
+	/* same node (pair.h): the pair segment (0: none, the rings are in
+	 * this arena) and the directions this socket sends and receives on;
+	 * written by the hub before the state says ESTABLISHED */
+	uint32_t pair_seg, pair_tx, pair_rx;
 	union sockaddr_any local, peer;
 	pthread_mutex_t rx_lock, tx_lock; /* robust, process-shared */
-	uint8_t pad[56];
+	uint8_t pad[44];
 } __attribute__((aligned(64)));
 
 struct arena_hdr {

@@ -238,6 +238,14 @@ static int map_pool(const struct msg_rep *rp, int *fds)
 	}
 	cl.arena_bytes = r.arena_bytes;
 	cl.pool_id = r.pool_id;
+	{
+		const struct cfg *c = cfg_lib();
+		const char *e = getenv("RSHARE_SPIN_US");
+		int us = c && c->spin_us >= 0 ? c->spin_us : CFG_DEFAULT_SPIN_US;
+		if (!c && e && *e)
+			cfg_parse_spin(e, &us);
+		cl.spin_ns = (uint64_t)us * 1000;
+	}
 	cl.token = r.token;
 	cl.evfd = cl_hi_fd(fds[1]);
 	return 0;

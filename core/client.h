@@ -21,6 +21,7 @@ struct cl_state {
 	void *arena;
 	uint64_t arena_bytes, pool_id, token;
 	int hi_fd;          /* our descriptors live at or above this */
+	uint64_t spin_ns;   /* how long a waiter spins before it sleeps (spin_us) */
 };
 extern struct cl_state cl;
 

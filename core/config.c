@@ -119,6 +119,16 @@ int cfg_parse_port(const char *s, int *out)
 	return 0;
 }
 
+int cfg_parse_spin(const char *s, int *out)
+{
+	unsigned long v;
+	const char *e;
+	if (!s || parse_uint(s, &e, 100000, &v) < 0 || *e)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 int cfg_parse_log(const char *s, int *out)
 {
 	static const char *names[] = {"error", "warn", "info", "debug"};
@@ -221,6 +231,7 @@ static void cfg_reset(struct cfg *c)
 {
 	memset(c, 0, offsetof(struct cfg, rule));
 	c->log = -1;
+	c->spin_us = -1;
 }
 
 /* One line, comments and ends trimmed; 0, or -1 with the problem in ERR. */
@@ -312,7 +323,7 @@ static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t e
 		return 0;
 	}
 	if (strcmp(key, "transport") && strcmp(key, "port") && strcmp(key, "log") && strcmp(key, "rcvbuf") &&
-	    strcmp(key, "sndbuf") && strcmp(key, "hub")) {
+	    strcmp(key, "sndbuf") && strcmp(key, "hub") && strcmp(key, "spin_us")) {
 		err_set(err, errlen, "unknown key '%s'", key);
 		return -1;
 	}
@@ -344,6 +355,11 @@ static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t e
 	} else if (!strcmp(key, "rcvbuf") || !strcmp(key, "sndbuf")) {
 		if (cfg_parse_size(val, key[0] == 'r' ? &c->rcvbuf : &c->sndbuf) < 0) {
 			err_set(err, errlen, "%s: '%s' is not a size from 4K to 4M", key, val);
+			return -1;
+		}
+	} else if (!strcmp(key, "spin_us")) {
+		if (cfg_parse_spin(val, &c->spin_us) < 0) {
+			err_set(err, errlen, "spin_us: '%s' is not a number of microseconds (0-100000)", val);
 			return -1;
 		}
 	} else {
@@ -483,6 +499,10 @@ int cfg_env(struct cfg *c, char *err, size_t errlen)
 	}
 	if ((v = getenv("RSHARE_SNDBUF")) && *v && cfg_parse_size(v, &c->sndbuf) < 0) {
 		err_set(err, errlen, "RSHARE_SNDBUF: '%s' is not a size from 4K to 4M", v);
+		return -1;
+	}
+	if ((v = getenv("RSHARE_SPIN_US")) && *v && cfg_parse_spin(v, &c->spin_us) < 0) {
+		err_set(err, errlen, "RSHARE_SPIN_US: '%s' is not a number of microseconds (0-100000)", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_HUB")) && *v) {

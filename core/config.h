@@ -20,6 +20,7 @@
 #define CFG_PATH_MAX 256
 #define CFG_PROG_MAX 64
 #define CFG_LINE_MAX 1024
+#define CFG_DEFAULT_SPIN_US 50        /* spin before sleeping: hub and processes */
 
 /* what a rule applies to */
 enum { CFG_LISTEN = 1, CFG_CONNECT = 2 };
@@ -45,6 +46,7 @@ struct cfg {
 	int log;                      /* -1 unset, else LOG_LVL_* */
 	uint32_t rcvbuf, sndbuf;      /* 0 unset, else bytes (ring sizes) */
 	char hub[CFG_PATH_MAX];       /* "" unset, else an absolute path */
+	int spin_us;                  /* -1 unset, else how long a waiter spins before it sleeps */
 	unsigned nrules;
 	struct cfg_rule rule[CFG_MAX_RULES];
 };
@@ -60,7 +62,7 @@ const char *cfg_path(void);
  */
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen);
 
-/* Apply RSHARE_TRANSPORT, _PORT, _LOG, _RCVBUF, _SNDBUF and _HUB over C.
+/* Apply RSHARE_TRANSPORT, _PORT, _LOG, _RCVBUF, _SNDBUF, _SPIN_US and _HUB over C.
  * 0, or -1 with ERR "RSHARE_X: problem". */
 int cfg_env(struct cfg *c, char *err, size_t errlen);
 
@@ -68,6 +70,7 @@ int cfg_env(struct cfg *c, char *err, size_t errlen);
 int cfg_parse_size(const char *s, uint32_t *out);   /* N[K|M], 4K..4M */
 int cfg_parse_port(const char *s, int *out);        /* 1..65535 */
 int cfg_parse_log(const char *s, int *out);         /* error warn info debug */
+int cfg_parse_spin(const char *s, int *out);        /* 0..100000 microseconds */
 int cfg_parse_transport(const char *s);             /* auto verbs soft */
 
 /* The rule that decides for program PROG doing OP at address A (NULL or

@@ -25,6 +25,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -186,6 +187,11 @@ static void pools_sweep(struct hub *h)
 		free(p->mr_ok);
 		log_info("pool %llu: gone", (unsigned long long)p->id);
 		free(p);
+		h->segs_dirty = 1;
+	}
+	if (h->segs_dirty) {
+		h->segs_dirty = 0;
+		hpair_sweep(h);
 	}
 }
 
@@ -492,17 +498,32 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 			rep.status = 0;
 		}
 		break;
+	case MSG_PAIRFD: {
+		uint64_t id, bytes;
+		s = hsock_get(h, pr->pool, q->slot, q->gen);
+		if (!s || !proc_holds(pr, s->sid) || !s->lp) {
+			rep.status = -EBADF;
+			break;
+		}
+		fds[0] = hpair_fd(h, s, &id, &bytes);
+		nfds = 1;
+		rep.pool_id = id;
+		rep.arena_bytes = bytes;
+		break;
+	}
 	case MSG_RELEASE:
+		if (q->arg & MSG_RELEASE_NOREPLY)
+			reply = 0;
 		s = hsock_get(h, pr->pool, q->slot, q->gen);
 		if (!s || !proc_drop(pr, s->sid)) {
 			rep.status = -EBADF;
 			break;
 		}
-		/* arg 1: SO_LINGER with a zero time, the connection is reset;
-		 * gen 1 in the reply: that was the last holder */
+		/* arg bit 1: SO_LINGER with a zero time, the connection is
+		 * reset; gen 1 in the reply: that was the last holder */
 		if (--s->nholders == 0) {
 			rep.gen = 1;
-			hsock_release(h, s, q->arg == 1);
+			hsock_release(h, s, q->arg & 1);
 		}
 		break;
 	case MSG_SHUTDOWN:
@@ -877,9 +898,39 @@ static int parse_addr(const char *s, union sockaddr_any *a)
 	return -1;
 }
 
+uint64_t hub_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reap a transport's completions and route each to its owner; the time
+ * from the poll to the owner woken (data arrived, or send ring space freed)
+ * is the hand-off, the price of one poller for all processes. */
+static int reap(struct hub *h, struct xport *xp)
+{
+	struct xwc wc[64];
+	int n, any = 0;
+	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
+		uint64_t t0 = hub_now_ns(), t1 = t0;
+		for (int i = 0; i < n; i++) {
+			hub_route(h, &wc[i]);
+			if (wc[i].op == XWC_RECV_IMM || wc[i].op == XWC_WRITE) {
+				t1 = hub_now_ns();
+				h->handoffs++;
+				h->handoff_ns += t1 - t0;
+			}
+		}
+		any = 1;
+	}
+	return any;
+}
+
 int hub_main(int argc, char **argv)
 {
 	struct hub *h = calloc(1, sizeof(*h));
+	uint64_t last_work;
 	int daemon_mode = 0;
 	long port;
 	struct rlimit rl;
@@ -970,34 +1021,40 @@ int hub_main(int argc, char **argv)
 	}
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 
+	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
+	last_work = hub_now_ns();
 	while (!h->stop) {
 		struct epoll_event evs[64];
-		struct xwc wc[64];
-		int n, rang = 0, busy;
+		int n, rang = 0, busy, spin;
 		do {
 			busy = 0;
 			for (struct pool *p = h->pools; p; p = p->next)
 				busy |= pool_doorbells(h, p);
-			while ((n = h->soft.ops->poll_cq(&h->soft, wc, 64)) > 0) {
-				for (int i = 0; i < n; i++)
-					hub_route(h, &wc[i]);
-				busy = 1;
-			}
-			while (h->verbs.up && (n = h->verbs.ops->poll_cq(&h->verbs, wc, 64)) > 0) {
-				for (int i = 0; i < n; i++)
-					hub_route(h, &wc[i]);
-				busy = 1;
-			}
+			busy |= reap(h, &h->soft);
+			if (h->verbs.up)
+				busy |= reap(h, &h->verbs);
 			busy |= hub_run_writable(h);
+			if (busy)
+				last_work = hub_now_ns();
 		} while (busy);
-		set_sleeping(h, 1);
-		for (struct pool *p = h->pools; p && !rang; p = p->next) {
-			struct arena_hdr *ah = p->base;
-			for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS && !rang; w++)
-				rang = atomic_load(&ah->doorbell[w]) != 0;
+		/* adaptive: poll for a while after work (yielding the CPU to
+		 * whoever else can run), then sleep with the processes told to kick */
+		spin = h->spin_ns && hub_now_ns() - last_work < h->spin_ns;
+		if (spin) {
+			sched_yield();
+		} else {
+			set_sleeping(h, 1);
+			for (struct pool *p = h->pools; p && !rang; p = p->next) {
+				struct arena_hdr *ah = p->base;
+				for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS && !rang; w++)
+					rang = atomic_load(&ah->doorbell[w]) != 0;
+			}
 		}
-		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, 500);
-		set_sleeping(h, 0);
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : 500);
+		if (!spin)
+			set_sleeping(h, 0);
+		if (n > 0)
+			last_work = hub_now_ns();
 		for (int i = 0; i < n; i++) {
 			struct hub_ev *ev = evs[i].data.ptr;
 			ev->fn(h, ev, evs[i].events);

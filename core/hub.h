@@ -99,6 +99,26 @@ enum hsock_state {
 	HS_LINGER,   /* released with FIN sent; remembers its peer until the peer's FIN */
 };
 
+/* A same-node connection (hub_pair.c): its two directions in the pair
+ * segment of its two pools; shared by its two sockets, freed with the last. */
+struct pairseg {
+	struct pairseg *next;
+	uint32_t id;
+	uint64_t pool_a, pool_b;    /* pool ids, a <= b */
+	int memfd;
+	void *base;
+	uint64_t bytes;
+	struct arena_alloc *alloc;
+	uint64_t used[8192 / 64];   /* directions in use (PAIR_MAX_DIRS) */
+	uint32_t npairs;
+};
+struct lpair {
+	struct pairseg *seg;
+	uint32_t dir[2];            /* 0: connecting side -> accepted side, 1: back */
+	uint64_t off[2], size[2];   /* the rings' bytes in the segment */
+	int refs;
+};
+
 struct pending_conn { /* a CONNECT waiting for backlog room */
 	struct link *link;
 	struct wire_ctl ctl;
@@ -140,6 +160,10 @@ struct hsock {
 	struct pending_conn *pend;
 	uint32_t npend, pend_cap;
 	uint32_t listener;          /* accepted socket: its listener while queued */
+	/* same node (hub_pair.c): no link; the rings are in a pair segment;
+	 * side 0 connected (sends on dir[0]), side 1 was accepted */
+	struct lpair *lp;
+	unsigned lside : 1;
 	/* stats */
 	uint64_t bytes_tx, bytes_rx, cq_send, cq_recv;
 };
@@ -161,6 +185,15 @@ struct hub {
 	uint32_t *gens;
 	uint32_t next_sid, nsocks;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
+	uint64_t local_connects;    /* connections that took the same-node path */
+	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time it took */
+	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
+	struct pairseg *segs;       /* pair segments (hub_pair.c) */
+	uint32_t next_seg_id;
+	int segs_dirty;             /* a pool or a pair went: sweep the segments */
+	union sockaddr_any *addrs;  /* this node's addresses, cached (hub_pair.c) */
+	uint32_t naddrs;
+	uint64_t addrs_ms;
 	uint32_t *listeners;        /* sids of listening sockets */
 	uint32_t nlisteners, listeners_cap;
 	void **garbage;             /* freed after the current batch of events */
@@ -169,6 +202,7 @@ struct hub {
 };
 
 int hub_main(int argc, char **argv);
+uint64_t hub_now_ns(void);
 
 /* Append v to the growing array *a of *n entries (capacity *cap):
  * 0, or -1 when memory ran out (nothing changed then). */
@@ -226,6 +260,21 @@ void hsock_wake(struct hsock *s);
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
 void hpoll_close(struct hsock *s);
+/* same-node connections (hub_pair.c) */
+int hpair_is_local(struct hub *h, const union sockaddr_any *dst); /* an address of this node? */
+int hpair_join(struct hub *h, struct hsock *c, struct hsock *a);  /* 0, or -1: no room */
+void hpair_put(struct hub *h, struct hsock *s);   /* s is freed: its half of the pair goes */
+struct ring *hpair_ring(struct hsock *s, int tx); /* its counters: the one it sends on, or receives on */
+struct pair_dir *hpair_dir(struct hsock *s, int tx);
+int hpair_fd(struct hub *h, struct hsock *s, uint64_t *id, uint64_t *bytes); /* the segment's memfd */
+void hpair_sweep(struct hub *h);                  /* segments of pools that are gone */
+/* The counters of s's receive (tx 0) or send (tx 1) ring, wherever they are. */
+static inline struct ring *hsock_ring(struct hsock *s, int tx)
+{
+	if (s->lp)
+		return hpair_ring(s, tx);
+	return tx ? &s->as->tx : &s->as->rx;
+}
 void hsock_release(struct hub *h, struct hsock *s, int abort);
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst);
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "hub.h"
+#include "pair.h"
 
 static void drain(int fd)
 {
@@ -66,7 +67,9 @@ int hpoll_get(struct hsock *s)
 	s->poll_p = sv[0];
 	s->poll_h = sv[1];
 	s->poll_fin = s->poll_hup = 0;
-	s->poll_rx_tail = ring_load(&s->as->rx.tail);
+	s->poll_rx_tail = ring_load(&hsock_ring(s, 0)->tail);
+	if (s->lp) /* same node: tell the hub at the next arrival */
+		atomic_store(&hpair_dir(s, 0)->rx_want, 1);
 	atomic_store(&s->as->rx_sig, 0);
 	atomic_store(&s->as->tx_blk, 0);
 	if (s->state == HS_CONNECTING) {
@@ -99,8 +102,8 @@ void hpoll_reflect(struct hsock *s)
 	flags = atomic_load(&as->flags);
 	closed = s->state == HS_CLOSED || atomic_load(&as->state) == SLOT_CLOSED;
 	/* the process's counters are hints here, nothing is indexed by them */
-	rx_tail = ring_load(&as->rx.tail);
-	rx_head = ring_load(&as->rx.head);
+	rx_tail = ring_load(&hsock_ring(s, 0)->tail);
+	rx_head = ring_load(&hsock_ring(s, 0)->head);
 	readable = rx_tail != rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
 	if ((readable && !atomic_exchange(&as->rx_sig, 1)) || rx_tail != s->poll_rx_tail) {
 		atomic_store(&as->rx_sig, 1);
@@ -130,8 +133,8 @@ void hpoll_reflect(struct hsock *s)
 		s->poll_fin = 1;
 	}
 	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk)) {
-		tx_head = ring_load(&as->tx.head);
-		tx_tail = ring_load(&as->tx.tail);
+		tx_head = ring_load(&hsock_ring(s, 1)->head);
+		tx_tail = ring_load(&hsock_ring(s, 1)->tail);
 		used = tx_tail - tx_head;
 		if ((used > s->tx_size || s->tx_size - used >= s->tx_size / 4 ||
 		     (flags & SLOTF_TX_SHUT)) && atomic_exchange(&as->tx_blk, 0))

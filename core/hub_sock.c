@@ -106,6 +106,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->rx_credit_mark, 0);
 	atomic_store(&as->rx_sig, 0);
 	atomic_store(&as->tx_blk, 0);
+	as->pair_seg = as->pair_tx = as->pair_rx = 0;
 	as->rx.off = s->rx_off;
 	as->rx.size = rxsize;
 	as->tx.off = s->tx_off;
@@ -198,6 +199,7 @@ static void hsock_free(struct hub *h, struct hsock *s)
 	if (s->evfd >= 0)
 		close(s->evfd);
 	hpoll_close(s);
+	hpair_put(h, s);
 	free(s->q);
 	free(s->pend);
 	h->socks[s->sid] = NULL;
@@ -267,9 +269,13 @@ static void send_simple(struct link *l, uint8_t op, uint32_t dst, uint32_t src, 
 		send_ctl(l, &c, wr_id);
 }
 
+static void local_reset(struct hub *h, struct hsock *s);
+
 static void send_reset(struct hsock *s)
 {
-	if (s->link && s->peer && !s->reset_sent)
+	if (s->lp && s->peer && !s->reset_sent)
+		local_reset(the_hub, s);
+	else if (s->link && s->peer && !s->reset_sent)
 		send_simple(s->link, CTL_RESET, s->peer, tag_imm(s->sid, s->gen), 0);
 	s->reset_sent = 1;
 }
@@ -338,47 +344,27 @@ static uint64_t rx_addr(struct hsock *s)
 	return (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off);
 }
 
-int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
+/* The CONNECT that a link would carry for s, to d (its source address
+ * filled in from s's reserved port and the link's, or d's, address), and
+ * what getsockname() shows from now on. */
+static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct wire_ctl *c)
 {
-	struct wire_ctl c = {.op = CTL_CONNECT};
-	union sockaddr_any src;
-	if (dst) {
-		union sockaddr_any d = *dst;
-		wire_addr_unmap(&d);
-		if (d.sa.sa_family != AF_INET && d.sa.sa_family != AF_INET6)
-			return -EAFNOSUPPORT;
-		s->peer_addr = *dst;
-		s->state = HS_CONNECTING;
-		atomic_store(&s->as->state, SLOT_CONNECTING);
-		s->link = link_for(h, &d);
-		if (!s->link) {
-			/* no way to reach a hub there: the process uses kernel TCP */
-			s->state = HS_FALLBACK;
-			atomic_store(&s->as->state, SLOT_FALLBACK);
-			h->fallback_connects++;
-			return 0;
-		}
-		if (s->link->state != LINK_UP)
-			return 0; /* hub_link_up() comes back here */
-	}
-	{
-		union sockaddr_any d = s->peer_addr;
-		wire_addr_unmap(&d);
-		wire_addr_put(c.addr_a, &c.family, &c.port, &d);
-	}
+	union sockaddr_any src, d = s->peer_addr;
+	wire_addr_unmap(&d);
+	wire_addr_put(c->addr_a, &c->family, &c->port, &d);
 	src = s->local;
 	wire_addr_unmap(&src);
-	if (is_any(&src) || src.sa.sa_family != c.family) {
+	if (is_any(&src) || src.sa.sa_family != c->family) {
 		uint16_t port = port_of(&s->local);
-		src = s->link->local_addr;
+		src = *via;
 		set_port(&src, port);
 	}
 	{
 		uint8_t fam;
-		wire_addr_put(c.addr_b, &fam, &c.src_port, &src);
-		if (fam != c.family) {
+		wire_addr_put(c->addr_b, &fam, &c->src_port, &src);
+		if (fam != c->family) {
 			/* mixed families on one link cannot name the source: leave it empty */
-			memset(c.addr_b, 0, sizeof(c.addr_b));
+			memset(c->addr_b, 0, sizeof(c->addr_b));
 		}
 	}
 	/* what getsockname() shows: the link's address and the reserved port */
@@ -393,7 +379,36 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	}
 	s->local = s->as->local;
 	s->as->peer = s->peer_addr;
-	c.src = tag_imm(s->sid, s->gen);
+	c->src = tag_imm(s->sid, s->gen);
+}
+
+static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_any *d);
+
+int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT};
+	if (dst) {
+		union sockaddr_any d = *dst;
+		wire_addr_unmap(&d);
+		if (d.sa.sa_family != AF_INET && d.sa.sa_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		s->peer_addr = *dst;
+		s->state = HS_CONNECTING;
+		atomic_store(&s->as->state, SLOT_CONNECTING);
+		if (hpair_is_local(h, &d))
+			return local_connect(h, s, &d);
+		s->link = link_for(h, &d);
+		if (!s->link) {
+			/* no way to reach a hub there: the process uses kernel TCP */
+			s->state = HS_FALLBACK;
+			atomic_store(&s->as->state, SLOT_FALLBACK);
+			h->fallback_connects++;
+			return 0;
+		}
+		if (s->link->state != LINK_UP)
+			return 0; /* hub_link_up() comes back here */
+	}
+	connect_ctl(s, &s->link->local_addr, &c);
 	c.ring = (uint32_t)s->rx_size;
 	if (ring_keys(h, s) < 0) {
 		s->state = HS_FALLBACK; /* cannot register: let the kernel carry it */
@@ -460,6 +475,9 @@ static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
 	l->conns_total++;
 }
 
+static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_ctl *c);
+static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *c);
+
 /* A CONNECT for a listener with room: the connection is established now,
  * as the kernel completes the handshake before accept(). */
 static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct wire_ctl *c)
@@ -478,6 +496,20 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 		return;
 	}
 	establish(s, l, c);
+	accepted_addrs(s, ls, c);
+	a.src = tag_imm(s->sid, s->gen);
+	a.ring = (uint32_t)s->rx_size;
+	a.val = rx_addr(s);
+	a.rkey = s->rx_rkey;
+	send_ctl(l, &a, 0);
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	hsock_wake(ls);
+}
+
+/* An accepted socket, queued on its listener: the addresses of CONNECT c,
+ * as accept() and getsockname() show them; then it is established. */
+static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_ctl *c)
+{
 	s->queued = 1;
 	s->accepted = 1;
 	s->listener = ls->sid;
@@ -499,13 +531,23 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 	s->as->local = s->local;
 	s->as->peer = s->peer_addr;
 	atomic_store(&s->as->state, SLOT_ESTABLISHED);
-	a.src = tag_imm(s->sid, s->gen);
-	a.ring = (uint32_t)s->rx_size;
-	a.val = rx_addr(s);
-	a.rkey = s->rx_rkey;
-	send_ctl(l, &a, 0);
-	atomic_store(&ls->as->acceptq, ls->qlen);
-	hsock_wake(ls);
+}
+
+/* Full backlog: the connecting side waits, as for a dropped SYN (l NULL:
+ * a connection from this node). */
+static void pend_push(struct hsock *ls, struct link *l, const struct wire_ctl *c)
+{
+	if (ls->npend == ls->pend_cap) {
+		uint32_t cap = ls->pend_cap ? ls->pend_cap * 2 : 16;
+		struct pending_conn *n = realloc(ls->pend, cap * sizeof(*n));
+		if (!n)
+			return;
+		ls->pend = n;
+		ls->pend_cap = cap;
+	}
+	ls->pend[ls->npend].link = l;
+	ls->pend[ls->npend].ctl = *c;
+	ls->npend++;
 }
 
 static void on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
@@ -517,21 +559,124 @@ static void on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
 		return;
 	}
 	if (ls->qlen >= (uint32_t)ls->backlog) {
-		/* full backlog: the connecting side waits, as for a dropped SYN */
-		if (ls->npend == ls->pend_cap) {
-			uint32_t cap = ls->pend_cap ? ls->pend_cap * 2 : 16;
-			struct pending_conn *n = realloc(ls->pend, cap * sizeof(*n));
-			if (!n)
-				return;
-			ls->pend = n;
-			ls->pend_cap = cap;
-		}
-		ls->pend[ls->npend].link = l;
-		ls->pend[ls->npend].ctl = *c;
-		ls->npend++;
+		pend_push(ls, l, c);
 		return;
 	}
 	admit(h, l, ls, c);
+}
+
+/* ---- same node (the segment and its rings: hub_pair.c) ---- */
+
+static struct hsock *local_partner(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = s->peer ? by_imm(h, s->peer) : NULL;
+	return p && p->lp && p->lp == s->lp ? p : NULL;
+}
+
+/* The other end of s went away without a FIN, or s wrote to an end that
+ * is gone: what a RESET from a link does. */
+static void local_reset_in(struct hub *h, struct hsock *s)
+{
+	s->peer = 0;
+	s->reset_sent = 1; /* nobody to answer */
+	if (!s->nholders && !s->queued) {
+		hsock_free(h, s);
+		return;
+	}
+	if (s->state == HS_ESTABLISHED)
+		set_closed(s, s->rx_fin ? EPIPE : ECONNRESET);
+}
+
+static void local_reset(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = local_partner(h, s);
+	s->peer = 0;
+	if (p)
+		local_reset_in(h, p);
+}
+
+/* s will send no more: its bytes are all in the ring already (the
+ * process published them before it asked), so the other end sees FIN now. */
+static void local_fin(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = local_partner(h, s);
+	s->fin_pending = s->fin_sent = s->fin_done = 1;
+	if (!p)
+		return;
+	p->rx_fin = 1;
+	if (p->as)
+		atomic_fetch_or(&p->as->flags, SLOTF_RX_FIN);
+	hsock_wake(p);
+}
+
+/* A process of s's rang: it wrote (credit 0) or read (1) while the other
+ * end waits for that.  Writing to an end that is gone resets, as the
+ * kernel answers data for a closed socket with RST. */
+static void local_wake(struct hub *h, struct hsock *s, int credit)
+{
+	struct hsock *p = local_partner(h, s);
+	if (p)
+		hsock_wake(p);
+	else if (!credit && s->state == HS_ESTABLISHED)
+		local_reset_in(h, s);
+}
+
+/* A connect to an address of this node: straight to the listener here, if
+ * any; else the kernel answers (a kernel listener, or a refusal). */
+static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_any *d)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT};
+	struct hsock *ls;
+	s->link = NULL;
+	connect_ctl(s, d, &c);
+	ls = find_listener(h, &c);
+	if (!ls) {
+		s->state = HS_FALLBACK;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		return 0;
+	}
+	/* the rings come from the pair segment, not this arena */
+	ring_free(s->pool, s->pool->rx_alloc, s->rx_off, s->rx_size);
+	ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
+	s->rx_off = s->tx_off = 0;
+	if (ls->qlen >= (uint32_t)ls->backlog)
+		pend_push(ls, NULL, &c);
+	else
+		local_admit(h, ls, &c);
+	return 0;
+}
+
+static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *c)
+{
+	struct hsock *s = by_imm(h, c->src), *a;
+	if (!s || s->state != HS_CONNECTING || !s->as)
+		return; /* it gave up while it waited for room */
+	a = hsock_new(h, ls->pool, 0, 0);
+	if (a) {
+		a->rx_size = ls->rx_size;
+		a->tx_size = ls->tx_size;
+	}
+	if (!a || hpair_join(h, s, a) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, a->sid) < 0) {
+		if (a)
+			hsock_free(h, a);
+		log_warn("no room for a same-node connection to port %u: it uses kernel TCP", ls->lport);
+		s->state = HS_FALLBACK;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		hsock_wake(s);
+		return;
+	}
+	a->state = HS_ESTABLISHED;
+	a->peer = c->src;
+	accepted_addrs(a, ls, c);
+	s->state = HS_ESTABLISHED;
+	s->peer = tag_imm(a->sid, a->gen);
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+	h->local_connects++;
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	hsock_wake(ls);
+	hsock_wake(s);
 }
 
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
@@ -546,7 +691,10 @@ int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
 		struct pending_conn pc = ls->pend[0];
 		memmove(ls->pend, ls->pend + 1, (ls->npend - 1) * sizeof(*ls->pend));
 		ls->npend--;
-		admit(h, pc.link, ls, &pc.ctl);
+		if (pc.link)
+			admit(h, pc.link, ls, &pc.ctl);
+		else
+			local_admit(h, ls, &pc.ctl);
 	}
 	atomic_store(&ls->as->acceptq, ls->qlen);
 	if (!s)
@@ -607,6 +755,10 @@ void hsock_tx(struct hub *h, struct hsock *s)
 	struct link *l = s->link;
 	uint64_t tail;
 	uint8_t *base;
+	if (s->lp) {
+		local_wake(h, s, 0);
+		return;
+	}
 	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as)
 		return;
 	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
@@ -653,7 +805,10 @@ void hsock_credit(struct hub *h, struct hsock *s)
 {
 	uint64_t head;
 	struct wire_ctl c = {.op = CTL_CREDIT};
-	(void)h;
+	if (s->lp) {
+		local_wake(h, s, 1);
+		return;
+	}
 	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP)
 		return;
 	head = ring_load(&s->as->rx.head);
@@ -671,6 +826,10 @@ void hsock_shutdown_wr(struct hub *h, struct hsock *s)
 	uint64_t tail;
 	if (s->fin_pending)
 		return;
+	if (s->lp) {
+		local_fin(h, s);
+		return;
+	}
 	tail = ring_load(&s->as->tx.tail);
 	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail < s->tx_posted)
 		tail = s->tx_posted;
@@ -695,7 +854,10 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 		for (uint32_t i = 0; i < s->npend; i++) {
 			struct wire_ctl r = {.op = CTL_REFUSE, .dst = s->pend[i].ctl.src,
 					     .reason = REFUSE_NO_LISTENER};
-			if (s->pend[i].link->state == LINK_UP)
+			struct hsock *c = s->pend[i].link ? NULL : by_imm(h, r.dst);
+			if (c && c->state == HS_CONNECTING)
+				set_closed(c, ECONNREFUSED); /* same node: no listener any more */
+			else if (s->pend[i].link && s->pend[i].link->state == LINK_UP)
 				send_ctl(s->pend[i].link, &r, 0);
 		}
 		s->npend = 0;
@@ -703,6 +865,16 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 		return;
 	case HS_ESTABLISHED: {
 		uint64_t head = ring_load(&s->as->rx.head);
+		if (s->lp) {
+			struct ring *r = hsock_ring(s, 0);
+			/* unread data is lost: the kernel resets then, too */
+			if (abort || ring_load(&r->head) != ring_load(&r->tail))
+				send_reset(s);
+			else
+				local_fin(h, s);
+			hsock_free(h, s);
+			return;
+		}
 		if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
 			log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
 			send_reset(s);

@@ -79,6 +79,23 @@ static const char *link_state(enum link_state s)
 	return s == LINK_UP ? "up" : s == LINK_CONNECTING ? "connecting" : "down";
 }
 
+static uint32_t nsegs(struct hub *h)
+{
+	uint32_t n = 0;
+	for (struct pairseg *g = h->segs; g; g = g->next)
+		n++;
+	return n;
+}
+
+/* Bytes sent (tx 1) or received: a same-node connection's are its rings'
+ * positions (the processes' counters: figures, not facts the hub relies on). */
+static uint64_t sock_bytes(struct hsock *x, int tx)
+{
+	if (x->lp)
+		return ring_load(&hsock_ring(x, tx)->tail);
+	return tx ? x->bytes_tx : x->bytes_rx;
+}
+
 char *hub_stat(struct hub *h, int json, size_t *len)
 {
 	struct sb s = {0};
@@ -88,9 +105,12 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 		sb_printf(&s, "{\"node\":\"%016llx\",\"pid\":%d,\"port\":%u,", (unsigned long long)h->node_id,
 			  (int)getpid(), h->port);
 		sb_printf(&s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
-			  "\"links_dropped\":%llu,\"malformed\":%llu},",
+			  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
+			  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu},",
 			  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
-			  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed);
+			  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
+			  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
+			  (unsigned long long)h->handoff_ns, nsegs(h), (unsigned long long)(h->spin_ns / 1000));
 		sb_printf(&s, "\"links\":[");
 		first = 1;
 		for (struct link *l = h->links; l; l = l->next, first = 0)
@@ -134,14 +154,14 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			sb_printf(&s, "%s{\"sid\":%u,\"gen\":%u,\"pool\":%llu,\"slot\":%u,\"state\":\"%s\","
 				  "\"link\":%u,\"peer_sid\":%u,\"local\":\"%s\",\"peer\":\"%s\","
 				  "\"bytes_tx\":%llu,\"bytes_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
-				  "\"rx_ring\":%llu,\"tx_ring\":%llu,\"holders\":[",
+				  "\"rx_ring\":%llu,\"tx_ring\":%llu,\"same_node\":%s,\"holders\":[",
 				  first ? "" : ",", sid, x->gen, x->pool ? (unsigned long long)x->pool->id : 0ull,
 				  x->slot, state_str(x->state), x->link ? x->link->id : 0,
 				  x->peer ? tag_imm_sid(x->peer) : 0, addr_str(&x->local, a, sizeof(a)),
-				  addr_str(&x->peer_addr, b, sizeof(b)), (unsigned long long)x->bytes_tx,
-				  (unsigned long long)x->bytes_rx, (unsigned long long)x->cq_send,
+				  addr_str(&x->peer_addr, b, sizeof(b)), (unsigned long long)sock_bytes(x, 1),
+				  (unsigned long long)sock_bytes(x, 0), (unsigned long long)x->cq_send,
 				  (unsigned long long)x->cq_recv, (unsigned long long)x->rx_size,
-				  (unsigned long long)x->tx_size);
+				  (unsigned long long)x->tx_size, x->lp ? "true" : "false");
 			for (struct proc *pr = h->procs; pr; pr = pr->next)
 				for (uint32_t i = 0; i < pr->nsocks; i++)
 					if (pr->socks[i] == sid) {
@@ -157,9 +177,13 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 		sb_printf(&s, "hub: node %016llx pid %d port %u\n", (unsigned long long)h->node_id, (int)getpid(),
 			  h->port);
 		sb_printf(&s, "counters: fallback_connects %llu stale_dropped %llu links_dropped %llu "
-			  "malformed %llu\n",
+			  "malformed %llu local_connects %llu pair_segments %u\n",
 			  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
-			  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed);
+			  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
+			  (unsigned long long)h->local_connects, nsegs(h));
+		sb_printf(&s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up\n",
+			  (unsigned long long)h->handoffs,
+			  (unsigned long long)(h->handoffs ? h->handoff_ns / h->handoffs : 0));
 		sb_printf(&s, "\nLinks\n%-4s %-16s %-22s %-5s %-10s %6s %7s %12s %12s %10s %10s %10s %10s\n", "id",
 			  "peer-node", "peer", "xport", "state", "conns", "total", "bytes-tx", "bytes-rx",
 			  "msgs-tx", "msgs-rx", "cq-send", "cq-recv");
@@ -188,11 +212,15 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			struct hsock *x = h->socks[sid];
 			if (!x)
 				continue;
-			sb_printf(&s, "%-6u %-5llu %-12s %-4u %-24s %-24s %12llu %12llu\n", sid,
-				  x->pool ? (unsigned long long)x->pool->id : 0ull, state_str(x->state),
-				  x->link ? x->link->id : 0, addr_str(&x->local, a, sizeof(a)),
-				  addr_str(&x->peer_addr, b, sizeof(b)), (unsigned long long)x->bytes_tx,
-				  (unsigned long long)x->bytes_rx);
+			char lk[12];
+			if (x->lp)
+				strcpy(lk, "same");
+			else
+				snprintf(lk, sizeof(lk), "%u", x->link ? x->link->id : 0);
+			sb_printf(&s, "%-6u %-5llu %-12s %-4s %-24s %-24s %12llu %12llu\n", sid,
+				  x->pool ? (unsigned long long)x->pool->id : 0ull, state_str(x->state), lk,
+				  addr_str(&x->local, a, sizeof(a)), addr_str(&x->peer_addr, b, sizeof(b)),
+				  (unsigned long long)sock_bytes(x, 1), (unsigned long long)sock_bytes(x, 0));
 		}
 	}
 	*len = s.len;

@@ -35,8 +35,9 @@ enum msg_op {
 	MSG_CONNECT,    /* addr = destination, local = reserved local address */
 	MSG_ACCEPT,     /* slot = listener; reply: the new slot */
 	MSG_RELEASE,    /* this process drops its reference (last close here);
-			   arg 1: a last release resets (SO_LINGER 0); reply
-			   gen 1: no process holds the socket any more */
+			   arg bit 1: a last release resets (SO_LINGER 0);
+			   bit MSG_RELEASE_NOREPLY: no reply; else the reply's
+			   gen is 1 when no process holds the socket any more */
 	MSG_SHUTDOWN,   /* arg = SHUT_RD/SHUT_WR/SHUT_RDWR */
 	MSG_STAT,       /* arg 1: JSON, 0: text; reply: text until the hub closes */
 	MSG_PORTCHECK,  /* addr: -EADDRINUSE while an accepted connection holds its port */
@@ -47,8 +48,13 @@ enum msg_op {
 	MSG_EXITING,    /* arg 1: the process is exiting or about to exec: when its
 			   connection ends, its sockets close as by close(), not
 			   as by a death; arg 0: not after all */
-	MSG_MAX = MSG_EXITING
+	MSG_PAIRFD,     /* slot: a same-node connection; the reply carries the
+			   memfd of its pair segment (pair.h), pool_id = the
+			   segment's id, arena_bytes = its size */
+	MSG_MAX = MSG_PAIRFD
 };
+
+#define MSG_RELEASE_NOREPLY 2
 
 struct msg_req {
 	uint32_t op;

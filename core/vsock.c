@@ -9,15 +9,26 @@
  * slot's futex word, which the hub bumps on every event.  Concurrent readers
  * (or writers) of one socket, in any processes of the pool, serialize on
  * the slot's robust mutex, so each byte goes to exactly one reader.
+ *
+ * A same-node connection (pair.h) has its rings in the pair segment of the
+ * two pools instead: send and recv work on them the same way, but nothing
+ * needs the hub unless the other side sleeps (rx_want, tx_want).  Before a
+ * thread sleeps it spins for a while (spin_us of rshare.conf(5)) on the
+ * counter it waits for, so that a quick answer costs no system call.
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "client.h"
+#include "pair.h"
 #include "sys.h"
 
 static uint8_t proc_refs[ARENA_MAX_SLOTS]; /* descriptors of this process per slot */
@@ -72,6 +83,165 @@ static void ring_bell(uint32_t slot, uint32_t op)
 		cl_kick();
 }
 
+/* ---- where a slot's rings are ---- */
+
+/* the pair segments this process maps, and per slot the last one used
+ * (key: the slot's generation and the segment's id) */
+static struct {
+	_Atomic uint64_t key;
+	uint8_t *base;
+} lmap[ARENA_MAX_SLOTS];
+static struct seg_map {
+	uint32_t id;
+	uint8_t *base;
+} *segs;
+static uint32_t nsegs, segs_cap;
+static pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint8_t *pair_map(uint32_t slot, struct arena_slot *as, uint64_t key)
+{
+	struct msg_req q = {.op = MSG_PAIRFD, .slot = slot, .gen = as->gen};
+	struct msg_rep r;
+	uint8_t *base = NULL;
+	int fd = -1;
+	pthread_mutex_lock(&seg_lock);
+	for (uint32_t i = 0; i < nsegs && !base; i++)
+		if (segs[i].id == as->pair_seg)
+			base = segs[i].base;
+	if (!base && cl_rpc_fd(&q, &r, &fd) == 0 && !r.status && fd >= 0) {
+		void *m = mmap(NULL, r.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		struct pair_hdr *ph = m;
+		if (m != MAP_FAILED && (ph->magic != PAIR_MAGIC || ph->version != PAIR_VERSION ||
+					ph->id != r.pool_id || ph->bytes != r.arena_bytes)) {
+			munmap(m, r.arena_bytes);
+			m = MAP_FAILED;
+		}
+		if (m != MAP_FAILED && nsegs == segs_cap) {
+			uint32_t cap = segs_cap ? segs_cap * 2 : 8;
+			struct seg_map *n = realloc(segs, cap * sizeof(*n));
+			if (!n) {
+				munmap(m, r.arena_bytes);
+				m = MAP_FAILED;
+			} else {
+				segs = n;
+				segs_cap = cap;
+			}
+		}
+		if (m != MAP_FAILED) {
+			segs[nsegs].id = (uint32_t)r.pool_id;
+			segs[nsegs++].base = base = m;
+		}
+	}
+	if (fd >= 0)
+		sys_close(fd);
+	if (base && (uint32_t)key == as->pair_seg) {
+		lmap[slot].base = base;
+		atomic_store_explicit(&lmap[slot].key, key, memory_order_release);
+	}
+	pthread_mutex_unlock(&seg_lock);
+	return base;
+}
+
+struct vring {
+	struct ring *c;       /* head and tail */
+	uint8_t *base;        /* the bytes */
+	uint64_t size;
+	struct pair_dir *d;   /* same node: the wake-up words; else NULL */
+};
+
+/* The receive (tx 0) or send ring of a slot; -1 when a same-node
+ * connection's segment cannot be had (its hub is gone). */
+static int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct vring *v)
+{
+	struct ring *r = tx ? &as->tx : &as->rx;
+	uint32_t seg = as->pair_seg;
+	uint64_t key;
+	uint8_t *b;
+	v->size = r->size;
+	if (!seg) {
+		v->c = r;
+		v->base = arena_bytes(cl.arena, r->off);
+		v->d = NULL;
+		return 0;
+	}
+	key = (uint64_t)as->gen << 32 | seg;
+	if (atomic_load_explicit(&lmap[slot].key, memory_order_acquire) == key)
+		b = lmap[slot].base;
+	else if (!(b = pair_map(slot, as, key)))
+		return -1;
+	v->d = &((struct pair_hdr *)b)->dir[(tx ? as->pair_tx : as->pair_rx) % PAIR_MAX_DIRS];
+	v->c = &v->d->r;
+	v->base = b + r->off;
+	return 0;
+}
+
+/* Bytes in a ring, as its reader sees them: 0 for impossible counters
+ * (only the other side of a same-node connection could write those). */
+static uint64_t vring_used(const struct vring *v)
+{
+	uint64_t used = ring_load(&v->c->tail) - ring_load(&v->c->head);
+	return used > v->size ? 0 : used;
+}
+
+/* After a store the other side may be waiting for: if it said so, take its
+ * word back and have the hub wake it. */
+static void other_bell(uint32_t slot, _Atomic uint64_t *ctr, uint64_t v, _Atomic uint32_t *want,
+		       uint32_t op)
+{
+	/* both sides' store-then-load in one total order (seq_cst): either
+	 * the sleeper sees the new counter or this sees its word */
+	atomic_store(ctr, v);
+	if (atomic_load(want) && atomic_exchange(want, 0))
+		ring_bell(slot, op);
+}
+
+/* Before sleeping: say so, then look once more (the other side looks at
+ * the word after its store).  1 when the counter moved meanwhile. */
+static int want_wake(_Atomic uint32_t *want, _Atomic uint64_t *ctr, uint64_t old)
+{
+	atomic_store(want, 1);
+	return atomic_load(ctr) != old;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Adaptive waiting: spin up to cl.spin_ns for the counter to leave old (or
+ * the hub to signal anything), giving the CPU to others now and then.
+ * 1 when something moved, 0 when it is time to sleep. */
+static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old)
+{
+	uint64_t end = 0;
+	if (!cl.spin_ns)
+		return 0;
+	for (unsigned i = 1;; i++) {
+		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq)
+			return 1;
+		if (!(i & 63)) {
+			uint64_t now = now_ns();
+			if (!end)
+				end = now + cl.spin_ns;
+			else if (now >= end || cl_hub_dead())
+				return 0;
+			sched_yield();
+		}
+		cpu_relax();
+	}
+}
+
 int vs_take_error(uint32_t slot)
 {
 	return atomic_exchange(&cl_slot(slot)->error, 0);
@@ -90,6 +260,12 @@ static int unref(uint32_t slot, uint32_t gen, int abort)
 	int ret, pf;
 	if (proc_refs[slot] && --proc_refs[slot])
 		return 0;
+	if (!atomic_load(&poll_fds[slot])) {
+		/* nothing to learn from the answer: ask for none (the hub handles
+		 * this process's requests in order, so later ones see it done) */
+		q.arg |= MSG_RELEASE_NOREPLY;
+		return cl_rpc(&q, NULL, -1) < 0 ? -ECONNRESET : 1;
+	}
 	ret = cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status ? r.status : 1;
 	pf = atomic_exchange(&poll_fds[slot], 0);
 	if (pf) {
@@ -294,18 +470,23 @@ int vs_poll_fd_cached(uint32_t slot)
 	return atomic_load(&poll_fds[slot]) - 1;
 }
 
-static uint64_t tx_space(struct arena_slot *as)
+static uint64_t tx_space(uint32_t slot, struct arena_slot *as)
 {
-	uint64_t used = ring_load(&as->tx.tail) - ring_load(&as->tx.head);
-	return used > as->tx.size ? 0 : as->tx.size - used;
+	struct vring v;
+	uint64_t used;
+	if (vring_of(slot, as, 1, &v) < 0)
+		return 0;
+	used = ring_load(&v.c->tail) - ring_load(&v.c->head);
+	return used > v.size ? 0 : v.size - used;
 }
 
 unsigned vs_poll_mask(uint32_t slot)
 {
 	struct arena_slot *as = cl_slot(slot);
 	uint32_t fl = atomic_load(&as->flags), st = atomic_load(&as->state);
-	uint64_t avail = ring_load(&as->rx.tail) - ring_load(&as->rx.head);
+	uint64_t avail = 0;
 	unsigned m = 0;
+	struct vring v;
 	if (cl_hub_dead() || st == SLOT_CLOSED)
 		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP |
 		       (atomic_load(&as->error) ? POLLERR : 0);
@@ -315,12 +496,19 @@ unsigned vs_poll_mask(uint32_t slot)
 		return POLLOUT | POLLWRNORM; /* the waiter comes, and learns it */
 	if (st != SLOT_ESTABLISHED)
 		return POLLOUT | POLLHUP; /* as the kernel for a socket that is not connected */
-	if ((avail && avail <= as->rx.size) || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+	if (vring_of(slot, as, 0, &v) == 0) {
+		avail = vring_used(&v);
+		/* same node: whoever polls has seen this; the next arrival must
+		 * reach the hub, which marks the readiness descriptor again */
+		if (avail && v.d && !atomic_load_explicit(&v.d->rx_want, memory_order_relaxed))
+			atomic_store(&v.d->rx_want, 1);
+	}
+	if (avail || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
 		m |= POLLIN | POLLRDNORM;
 	if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
 		m |= POLLRDHUP;
 	/* writable with a quarter of the ring free, as the hub then drains */
-	if ((fl & SLOTF_TX_SHUT) || tx_space(as) >= as->tx.size / 4)
+	if ((fl & SLOTF_TX_SHUT) || tx_space(slot, as) >= as->tx.size / 4)
 		m |= POLLOUT | POLLWRNORM;
 	if ((fl & SLOTF_TX_SHUT) && (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
 		m |= POLLHUP; /* both directions shut */
@@ -346,6 +534,11 @@ static void rx_settle(uint32_t slot, struct arena_slot *as)
 	atomic_store(&as->rx_sig, 0);
 	while (sys_read(fd, b, sizeof(b)) == sizeof(b))
 		;
+	if (as->pair_seg) {
+		struct vring v;
+		if (vring_of(slot, as, 0, &v) == 0)
+			atomic_store(&v.d->rx_want, 1);
+	}
 	if (vs_poll_mask(slot) & POLLIN) {
 		atomic_store(&as->rx_sig, 0);
 		poll_bell(slot);
@@ -366,7 +559,12 @@ static void tx_settle(uint32_t slot, struct arena_slot *as)
 	while (sys_write(fd, junk, sizeof(junk)) > 0)
 		;
 	atomic_store(&as->tx_blk, 1);
-	if (tx_space(as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED)
+	if (as->pair_seg) {
+		struct vring v;
+		if (vring_of(slot, as, 1, &v) == 0)
+			atomic_store(&v.d->tx_want, 1);
+	}
+	if (tx_space(slot, as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED)
 		poll_bell(slot);
 }
 
@@ -389,8 +587,7 @@ static void raise_sigpipe(int flags)
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct arena_slot *as = cl_slot(slot);
-	uint8_t *base = arena_bytes(cl.arena, as->tx.off);
-	uint64_t size = as->tx.size;
+	struct vring v;
 	size_t total = 0, want = 0;
 	int vi = 0, nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&as->flags) & SLOTF_NONBLOCK);
 	size_t voff = 0;
@@ -429,9 +626,13 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 			ret = -err;
 			break;
 		}
-		tail = atomic_load_explicit(&as->tx.tail, memory_order_relaxed);
-		head = ring_load(&as->tx.head);
-		space = size - (tail - head);
+		if (vring_of(slot, as, 1, &v) < 0) {
+			ret = total ? 0 : -EPIPE;
+			break;
+		}
+		tail = atomic_load_explicit(&v.c->tail, memory_order_relaxed);
+		head = ring_load(&v.c->head);
+		space = tail - head >= v.size ? 0 : v.size - (tail - head);
 		if (space == 0) {
 			if (nonblock) {
 				ret = total ? 0 : -EAGAIN;
@@ -439,6 +640,9 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 					tx_settle(slot, as);
 				break;
 			}
+			if (spin_ring(as, seq, &v.c->head, head) ||
+			    (v.d && want_wake(&v.d->tx_want, &v.c->head, head)))
+				continue;
 			pthread_mutex_unlock(&as->tx_lock);
 			err = wait_seq(as, seq);
 			lock(&as->tx_lock);
@@ -454,7 +658,7 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 			size_t n = iov[vi].iov_len - voff;
 			if (n > space)
 				n = space;
-			ring_copy_in(base, size, tail, (const uint8_t *)iov[vi].iov_base + voff, n);
+			ring_copy_in(v.base, v.size, tail, (const uint8_t *)iov[vi].iov_base + voff, n);
 			tail += n;
 			space -= n;
 			total += n;
@@ -464,8 +668,12 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 				voff = 0;
 			}
 		}
-		ring_store(&as->tx.tail, tail);
-		ring_bell(slot, SLOTOP_TX);
+		if (v.d) {
+			other_bell(slot, &v.c->tail, tail, &v.d->rx_want, SLOTOP_TX);
+		} else {
+			ring_store(&v.c->tail, tail);
+			ring_bell(slot, SLOTOP_TX);
+		}
 	}
 	atomic_fetch_sub(&as->waiters, 1);
 	pthread_mutex_unlock(&as->tx_lock);
@@ -475,8 +683,7 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct arena_slot *as = cl_slot(slot);
-	uint8_t *base = arena_bytes(cl.arena, as->rx.off);
-	uint64_t size = as->rx.size;
+	struct vring v;
 	size_t total = 0, want = 0;
 	int vi = 0, nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&as->flags) & SLOTF_NONBLOCK);
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
@@ -494,19 +701,25 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		/* the flags before the tail: the hub publishes the last bytes'
 		 * tail before it sets FIN, so a FIN seen here comes with them */
 		uint32_t fl = atomic_load(&as->flags), st;
-		uint64_t head = atomic_load_explicit(&as->rx.head, memory_order_relaxed);
-		uint64_t tail = ring_load(&as->rx.tail);
-		uint64_t avail = tail - head;
+		uint64_t head, tail, avail;
 		int err;
-		if (avail > size)
-			avail = 0; /* cannot happen unless the arena is corrupt: give nothing */
+		if (vring_of(slot, as, 0, &v) < 0) {
+			if (!total)
+				ret = -ECONNRESET;
+			break;
+		}
+		head = atomic_load_explicit(&v.c->head, memory_order_relaxed);
+		tail = ring_load(&v.c->tail);
+		avail = tail - head;
+		if (avail > v.size)
+			avail = 0; /* a corrupt counter (only the writer could): give nothing */
 		if (avail) {
 			uint64_t pos = head;
 			while (avail && vi < iovcnt) {
 				size_t n = iov[vi].iov_len - voff;
 				if (n > avail)
 					n = avail;
-				ring_copy_out(base, size, pos, (uint8_t *)iov[vi].iov_base + voff, n);
+				ring_copy_out(v.base, v.size, pos, (uint8_t *)iov[vi].iov_base + voff, n);
 				pos += n;
 				avail -= n;
 				total += n;
@@ -517,10 +730,18 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 				}
 			}
 			if (!peek) {
-				ring_store(&as->rx.head, pos);
-				if (pos - atomic_load(&as->rx_credit_mark) >= size / 4) {
-					atomic_store(&as->rx_credit_mark, pos);
-					ring_bell(slot, SLOTOP_CREDIT);
+				if (v.d) {
+					/* a writer waiting for room gets it by the quarter */
+					if (v.size - (tail - pos) >= v.size / 4)
+						other_bell(slot, &v.c->head, pos, &v.d->tx_want, SLOTOP_CREDIT);
+					else
+						ring_store(&v.c->head, pos);
+				} else {
+					ring_store(&v.c->head, pos);
+					if (pos - atomic_load(&as->rx_credit_mark) >= v.size / 4) {
+						atomic_store(&as->rx_credit_mark, pos);
+						ring_bell(slot, SLOTOP_CREDIT);
+					}
 				}
 			}
 			if (!waitall || total == want)
@@ -555,6 +776,9 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 				ret = -EAGAIN;
 			break;
 		}
+		if (spin_ring(as, seq, &v.c->tail, tail) ||
+		    (v.d && want_wake(&v.d->rx_want, &v.c->tail, tail)))
+			continue;
 		pthread_mutex_unlock(&as->rx_lock);
 		err = wait_seq(as, seq);
 		lock(&as->rx_lock);
@@ -565,8 +789,8 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		}
 	}
 	atomic_fetch_sub(&as->waiters, 1);
-	if (poll_fds[slot] && !peek && atomic_load(&as->rx_sig) &&
-	    ring_load(&as->rx.tail) == atomic_load_explicit(&as->rx.head, memory_order_relaxed))
+	if (poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &v) == 0 &&
+	    ring_load(&v.c->tail) == atomic_load_explicit(&v.c->head, memory_order_relaxed))
 		rx_settle(slot, as);
 	pthread_mutex_unlock(&as->rx_lock);
 	return total ? (ssize_t)total : ret;
@@ -574,7 +798,8 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 
 int vs_nread(uint32_t slot)
 {
-	struct arena_slot *as = cl_slot(slot);
-	uint64_t avail = ring_load(&as->rx.tail) - ring_load(&as->rx.head);
-	return avail > as->rx.size ? 0 : (int)avail;
+	struct vring v;
+	if (vring_of(slot, cl_slot(slot), 0, &v) < 0)
+		return 0;
+	return (int)vring_used(&v);
 }

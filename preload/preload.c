@@ -461,10 +461,8 @@ ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sock
 {
 	if (!rs_of(fd))
 		return R(sendto)(fd, buf, len, flags, a, al);
-	if (a) {
-		errno = EISCONN;
-		return -1;
-	}
+	(void)a; /* as Linux TCP: a connected stream socket ignores the address */
+	(void)al;
 	return send(fd, buf, len, flags);
 }
 

@@ -1,15 +1,17 @@
 /*
- * echo-rounds -c CONNS [-s SEED] [-m MAXSIZE] [-r ROUNDS] [-g GOFILE] HOST PORT
+ * echo-rounds -c CONNS [-s SEED] [-m MAXSIZE] [-r ROUNDS] [-g GOFILE] [-q] HOST PORT
  *
  * Opens CONNS connections to an echo server and keeps them open over
  * ROUNDS rounds (default 2).  In each round every connection sends one
  * message of random size 1..MAXSIZE bytes (default and at most 64 KiB, so
  * that it always fits in flight) and reads the echo back, checking every
  * byte against the connection's deterministic stream.  Round 0 starts at
- * once; round K > 0 starts when the file GOFILE.K exists (at most 120 s).
+ * once; round K > 0 starts when the file GOFILE.K exists (at most 120 s),
+ * or at once without -g.
  *
  * Prints "round K ok conns=N bytes=B" after each round (B: the bytes
- * echoed and checked in that round), and "done" once every connection shut
+ * echoed and checked in that round; -q: after the last round only, so
+ * that the rounds make no system call of their own), and "done" once every connection shut
  * down its sending side and saw EOF right after its last echoed byte.
  * Exit 0 all verified; 1 any error or mismatch (the message says which).
  */
@@ -23,21 +25,21 @@
 
 int main(int argc, char **argv)
 {
-	int nconns = 1, rounds = 2, opt;
+	int nconns = 1, rounds = 2, quiet = 0, opt;
 	uint64_t maxsize = 64 << 10, base_seed = 1;
 	const char *go = NULL;
-	while ((opt = getopt(argc, argv, "c:s:m:r:g:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:m:r:g:q")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'g': go = optarg; break;
+		case 'q': quiet = 1; break;
 		default: goto usage;
 		}
 	}
-	if (optind != argc - 2 || nconns < 1 || rounds < 1 || maxsize < 1 || maxsize > (64 << 10) ||
-	    (rounds > 1 && !go))
+	if (optind != argc - 2 || nconns < 1 || rounds < 1 || maxsize < 1 || maxsize > (64 << 10))
 		goto usage;
 	signal(SIGPIPE, SIG_IGN);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
@@ -56,7 +58,7 @@ int main(int argc, char **argv)
 	uint64_t rng = base_seed ^ 0x5eed;
 	for (int r = 0; r < rounds; r++) {
 		uint64_t bytes = 0;
-		if (r > 0) {
+		if (r > 0 && go) {
 			char path[4096];
 			struct stat st;
 			int waited = 0;
@@ -86,8 +88,10 @@ int main(int argc, char **argv)
 			pos[i] += size;
 			bytes += size;
 		}
-		printf("round %d ok conns=%d bytes=%llu\n", r, nconns, (unsigned long long)bytes);
-		fflush(stdout);
+		if (!quiet || r == rounds - 1) {
+			printf("round %d ok conns=%d bytes=%llu\n", r, nconns, (unsigned long long)bytes);
+			fflush(stdout);
+		}
 	}
 	for (int i = 0; i < nconns; i++) {
 		char c;
@@ -101,7 +105,7 @@ int main(int argc, char **argv)
 	printf("done\n");
 	return 0;
 usage:
-	fprintf(stderr, "usage: echo-rounds -c CONNS [-s SEED] [-m MAXSIZE<=65536] [-r ROUNDS] [-g GOFILE] "
+	fprintf(stderr, "usage: echo-rounds -c CONNS [-s SEED] [-m MAXSIZE<=65536] [-r ROUNDS] [-g GOFILE] [-q] "
 			"HOST PORT\n");
 	return 2;
 }

@@ -10,7 +10,9 @@
 # EPOLLEXCLUSIVE, pwait, pwait2), readiness across fork, idle waits that
 # cost no CPU, dup/dup2/dup3/F_DUPFD(_CLOEXEC) and sendfile.  It runs once
 # on kernel TCP, then with both sides under rshare, where the hubs' stat
-# proves that every connection crossed the one link between the nodes.
+# proves that every connection crossed the one link between the nodes, and
+# then with both sides on one node, where every connection took the
+# same-node path (shared memory, no link).
 
 load lib
 
@@ -24,13 +26,13 @@ teardown() {
 	rs_teardown
 }
 
-# run the checks, peer on A, checker on B; $1: "" or --rshare.  Sets
-# checks_status, conns and refused (from the summary line).
+# run the checks, peer on A, checker on B (or $2 at address $3); $1: ""
+# or --rshare.  Sets checks_status, conns and refused (from the summary line).
 run_checks() {
 	local port=7101 summary
 	rs_bg peer "$NS_A" $1 "$RS_BIN/nonblocking-and-readiness" peer $port
 	rs_wait_ready peer
-	run rs_exec "$NS_B" $1 "$RS_BIN/nonblocking-and-readiness" check $ADDR_A $port
+	run rs_exec "${2:-$NS_B}" $1 "$RS_BIN/nonblocking-and-readiness" check "${3:-$ADDR_A}" $port
 	echo "$output"
 	checks_status=$status
 	summary=$(grep '^summary:' <<<"$output") || rs_fail "no summary line (exit $status)"
@@ -84,5 +86,19 @@ checks_passed() {
 		     "B link bytes_tx \($LB.bytes_tx), A link bytes_rx \($LA.bytes_rx): want >= 400000 (sendfile alone)"),
 		fail(($LA.bytes_tx // 0) > 0 and ($LB.bytes_rx // 0) > 0;
 		     "A link bytes_tx \($LA.bytes_tx), B link bytes_rx \($LB.bytes_rx)")'
+	checks_passed
+}
+
+@test "nonblocking calls and poll/select/epoll readiness on one node (same-node path) match kernel TCP" {
+	run_checks --rshare "$NS_A" 127.0.0.1
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "every connection took the same-node path" \
+		--slurpfile a "$RS_TMP/statA.json" --argjson conns "$conns" --argjson refused "$refused" '
+		$a[0] as $A |
+		fail($A.links|length == 0; "node A has \($A.links|length) links, want none"),
+		fail($A.counters.local_connects == $conns;
+		     "local_connects \($A.counters.local_connects), the checker made \($conns)"),
+		fail($A.counters.fallback_connects == $refused;
+		     "fallback_connects \($A.counters.fallback_connects), want \($refused) (the refused connects)")'
 	checks_passed
 }

@@ -3,6 +3,7 @@
 # transfers: exactly the connections that worker held are reset (the
 # clients see ECONNRESET), every other connection completes with every byte
 # verified, and the server's hub forgets the dead process and its sockets.
+# Across two nodes, and on one node (the same-node path).
 
 load lib
 
@@ -16,14 +17,15 @@ teardown() {
 	rs_teardown
 }
 
-@test "SIGKILL of a worker resets only its connections; the rest complete" {
-	local port=7011 i pids=() workers victim held resets=0 verified=0 n r v
+# kill_a_worker CLIENT_NS ADDRESS: the clients in CLIENT_NS dial ADDRESS
+kill_a_worker() {
+	local cns=$1 dst=$2 port=7011 i pids=() workers victim held resets=0 verified=0 n r v
 	rs_bg server "$NS_A" --rshare "$RS_BIN/echo-server" -w 4 $port
 	rs_wait_ready server
 	workers=$(sed -n 's/^worker //p' "$RS_TMP/server.out" | jq -sc .)
 	for i in 1 2; do
-		rs_bg client$i "$NS_B" --rshare "$RS_BIN/echo-client" -r -t 8 -c 16 -s $i -m 65536 \
-			$ADDR_A $port
+		rs_bg client$i "$cns" --rshare "$RS_BIN/echo-client" -r -t 8 -c 16 -s $i -m 65536 \
+			"$dst" $port
 		pids+=("$RS_LASTPID")
 	done
 	# all 32 connections accepted and moving data
@@ -78,7 +80,20 @@ teardown() {
 		fail([$A.processes[] | select(.pid == $p)] | length == 0; "process \($p) still in stat"),
 		($A.sockets[] | select((.holders | index($p)) != null) | "socket \(.sid) still held by \($p)")'
 	# the surviving workers still serve
-	run rs_exec "$NS_B" --rshare "$RS_BIN/echo-client" -c 4 -n 4 $ADDR_A $port
+	run rs_exec "$cns" --rshare "$RS_BIN/echo-client" -c 4 -n 4 "$dst" $port
 	echo "$output"
 	[[ $status -eq 0 ]]
+}
+
+@test "SIGKILL of a worker resets only its connections; the rest complete" {
+	kill_a_worker "$NS_B" $ADDR_A
+}
+
+@test "same node: SIGKILL of a worker resets only its connections; the rest complete" {
+	kill_a_worker "$NS_A" 127.0.0.1
+	rs_stat "$NS_A" >"$RS_TMP/statA3.json"
+	rs_jq_check "the connections took the same-node path" --slurpfile a "$RS_TMP/statA3.json" '
+		$a[0] as $A |
+		fail($A.links|length == 0; "\($A.links|length) links, want none"),
+		fail($A.counters.local_connects >= 36; "local_connects \($A.counters.local_connects), want >= 36")'
 }

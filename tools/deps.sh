@@ -39,6 +39,8 @@ pkgs=(
 	libmemcached-tools # memcslap, memccp, memccat
 	redis-server    # tests/redis-under-redis-benchmark-over-rshare.bats
 	redis-tools     # redis-benchmark, redis-cli
+	sockperf        # tests/bench/suite.sh: an independent latency client
+	gnuplot-nox     # tests/bench/suite.sh: its plots
 )
 
 installed() {

@@ -472,8 +472,13 @@ static void print_sockets(const struct jv *root, const struct filter *f)
 		const struct jv *s = &ss->kid[i], *h = jarr(s, "holders");
 		if (!sock_match(s, f))
 			continue;
-		printf("%-12s %-24s %-24s %5llu %5llu %4llu %12llu %12llu  pids=(", jstr(s, "state"),
-		       jstr(s, "local"), jstr(s, "peer"), jnum(s, "sid"), jnum(s, "pool"), jnum(s, "link"),
+		char link[24];
+		if (jnum(s, "same_node"))
+			strcpy(link, "same"); /* same node: shared memory, no link */
+		else
+			snprintf(link, sizeof(link), "%llu", jnum(s, "link"));
+		printf("%-12s %-24s %-24s %5llu %5llu %4s %12llu %12llu  pids=(", jstr(s, "state"),
+		       jstr(s, "local"), jstr(s, "peer"), jnum(s, "sid"), jnum(s, "pool"), link,
 		       jnum(s, "bytes_tx"), jnum(s, "bytes_rx"));
 		for (size_t k = 0; k < h->nkid; k++)
 			printf("%s%lld", k ? "," : "", (long long)h->kid[k].num);

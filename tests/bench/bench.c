@@ -6,6 +6,8 @@
  *   bench stream HOST PORT [-b TOTAL] [-w WRITESIZE] [-B ADDR] [-t SECS]
  *   bench connrate HOST PORT [-n N] [-B ADDR] [-t SECS]
  *   bench hold HOST PORT -c K [-f FILE] [-m PER] [-i FIRST] [-B ADDR] [-t SECS]
+ *   bench msgrate HOST PORT -c K [-d SECS] [-s SIZE] [-f FILE] [-m PER] [-i FIRST]
+ *                 [-B ADDR] [-t SECS]
  *
  * Plain blocking BSD sockets only (socket, bind, listen, accept, connect,
  * read, write, shutdown, close; no epoll, no accept4, no SOCK_NONBLOCK, no
@@ -40,6 +42,15 @@
  *   them all and exits 0.  Connection i (0-based) goes to port
  *   PORT + (FIRST + i) / PER when PER > 0 (several servers, each holding at
  *   most PER connections), else to PORT.
+ * msgrate: opens K connections (one thread each) and does one untimed round
+ *   trip on each, prints "ready K", waits until FILE exists (none: goes on
+ *   at once), then every connection does round trips of SIZE bytes (default
+ *   64, at most 64K; each echo checked) back to back for SECS seconds
+ *   (default 2).  A message is one round trip.  Prints "msgrate conns=K
+ *   size=S msgs=M secs=T msgs_per_s=X" (all connections together; T from
+ *   the start to the last connection's last echo).  Several such processes
+ *   started at once and released by one FILE give an aggregate rate.  PER
+ *   and FIRST spread the connections over ports as in hold.
  *
  * Sizes take K, M or G (powers of 1024).  -B binds the client's sockets to
  * ADDR (port 0) before connect.  -t bounds the whole run (default 120 s
@@ -80,7 +91,9 @@ static void usage(void)
 		"       bench rtt HOST PORT [-n N] [-s SIZE] [-B ADDR] [-t SECS]\n"
 		"       bench stream HOST PORT [-b TOTAL] [-w WRITESIZE] [-B ADDR] [-t SECS]\n"
 		"       bench connrate HOST PORT [-n N] [-B ADDR] [-t SECS]\n"
-		"       bench hold HOST PORT -c K [-f FILE] [-m PER] [-i FIRST] [-B ADDR] [-t SECS]\n");
+		"       bench hold HOST PORT -c K [-f FILE] [-m PER] [-i FIRST] [-B ADDR] [-t SECS]\n"
+		"       bench msgrate HOST PORT -c K [-d SECS] [-s SIZE] [-f FILE] [-m PER] [-i FIRST]\n"
+		"                     [-B ADDR] [-t SECS]\n");
 	exit(2);
 }
 
@@ -555,6 +568,15 @@ static int cmd_connrate(struct client *c, long n)
 	return 0;
 }
 
+/* The port of connection I: PORT + (FIRST + I) / PER, or PORT when PER is 0. */
+static int spread_port(const struct client *c, long per, long first, long i)
+{
+	long port = c->port + (per ? (first + i) / per : 0);
+	if (port > 65535)
+		failx("connect", "msg=port_out_of_range port=%ld", port);
+	return (int)port;
+}
+
 static int cmd_hold(struct client *c, long k, const char *file, long per, long first)
 {
 	if (k < 1)
@@ -563,10 +585,8 @@ static int cmd_hold(struct client *c, long k, const char *file, long per, long f
 	if (!fds)
 		failx("malloc", "conns=%ld", k);
 	for (long i = 0; i < k; i++) {
-		long port = c->port + (per ? (first + i) / per : 0);
-		if (port > 65535)
-			failx("connect", "msg=port_out_of_range port=%ld", port);
-		fds[i] = dial(c, (int)port);
+		int port = spread_port(c, per, first, i);
+		fds[i] = dial(c, port);
 		char ack;
 		if (write_full(fds[i], "H", 1) < 0)
 			fail("write", errno);
@@ -574,7 +594,7 @@ static int cmd_hold(struct client *c, long k, const char *file, long per, long f
 		if (got < 0)
 			fail("read", errno);
 		if (got != 1 || ack != 'k')
-			failx("read", "msg=no_ack conn=%ld port=%ld", i, port);
+			failx("read", "msg=no_ack conn=%ld port=%d", i, port);
 	}
 	printf("held %ld\n", k);
 	fflush(stdout);
@@ -584,6 +604,95 @@ static int cmd_hold(struct client *c, long k, const char *file, long per, long f
 	for (long i = 0; i < k; i++)
 		close(fds[i]);
 	free(fds);
+	return 0;
+}
+
+struct pinger {
+	int fd;
+	long size;
+	long msgs;
+	double until;
+	pthread_t thread;
+};
+
+/* One round trip of P->size bytes on P->fd, the echo checked; I tags it. */
+static void ping(struct pinger *p, unsigned char *out, unsigned char *in, long i)
+{
+	out[0] = (unsigned char)i;
+	out[p->size - 1] = (unsigned char)(i >> 8);
+	if (write_full(p->fd, out, (size_t)p->size) < 0)
+		fail("write", errno);
+	ssize_t got = read_full(p->fd, in, (size_t)p->size);
+	if (got < 0)
+		fail("read", errno);
+	if (got != p->size)
+		failx("read", "msg=early_eof round=%ld got=%zd want=%ld", i, got, p->size);
+	if (memcmp(in, out, (size_t)p->size))
+		failx("verify", "msg=echo_differs round=%ld", i);
+}
+
+static void *pinger_thread(void *arg)
+{
+	struct pinger *p = arg;
+	unsigned char *out = malloc((size_t)p->size), *in = malloc((size_t)p->size);
+	if (!out || !in)
+		failx("malloc", "size=%ld", p->size);
+	for (long i = 0; i < p->size; i++)
+		out[i] = (unsigned char)(i * 11 + 3);
+	do
+		ping(p, out, in, p->msgs++);
+	while (now_s() < p->until);
+	free(out);
+	free(in);
+	return NULL;
+}
+
+static int cmd_msgrate(struct client *c, long k, long secs, long size, const char *file, long per,
+		       long first)
+{
+	if (k < 1)
+		bad("msgrate needs -c K, K at least 1");
+	if (secs < 1)
+		bad("-d must be at least 1");
+	if (size < 1 || size > (64L << 10))
+		bad("-s must be 1 to 64K");
+	struct pinger *p = calloc((size_t)k, sizeof(*p));
+	unsigned char *out = malloc((size_t)size), *in = malloc((size_t)size);
+	if (!p || !out || !in)
+		failx("malloc", "conns=%ld", k);
+	memset(out, 'w', (size_t)size);
+	for (long i = 0; i < k; i++) {
+		p[i].fd = dial(c, spread_port(c, per, first, i));
+		p[i].size = size;
+		if (write_full(p[i].fd, "R", 1) < 0)
+			fail("write", errno);
+		ping(&p[i], out, in, 0); /* untimed: the connection works */
+	}
+	printf("ready %ld\n", k);
+	fflush(stdout);
+	if (file)
+		while (access(file, F_OK) != 0)
+			usleep(1000);
+	double t0 = now_s();
+	for (long i = 0; i < k; i++) {
+		p[i].until = t0 + (double)secs;
+		int rc = pthread_create(&p[i].thread, NULL, pinger_thread, &p[i]);
+		if (rc)
+			fail("pthread_create", rc);
+	}
+	long msgs = 0;
+	for (long i = 0; i < k; i++) {
+		pthread_join(p[i].thread, NULL);
+		msgs += p[i].msgs;
+	}
+	double t = now_s() - t0;
+	for (long i = 0; i < k; i++)
+		close(p[i].fd);
+	printf("msgrate conns=%ld size=%ld msgs=%ld secs=%.3f msgs_per_s=%.1f\n", k, size, msgs, t,
+	       (double)msgs / t);
+	free(p);
+	free(out);
+	free(in);
 	return 0;
 }
 
@@ -597,7 +706,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "server"))
 		return cmd_server(argc - 1, argv + 1);
 
-	static const char *const modes[] = {"rtt", "stream", "connrate", "hold"};
+	static const char *const modes[] = {"rtt", "stream", "connrate", "hold", "msgrate"};
 	int known = 0;
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
 		known |= !strcmp(mode, modes[i]);
@@ -605,10 +714,10 @@ int main(int argc, char **argv)
 		usage();
 	const char *host = argv[2], *port = argv[3], *bind_to = NULL, *file = NULL;
 	long n = -1, size = 64, total = 64L << 20, wsize = 64L << 10, k = -1, per = 0, first = 0;
-	long secs = 120;
+	long secs = 120, dur = 2;
 	int opt;
 	optind = 4;
-	while ((opt = getopt(argc, argv, "n:s:b:w:c:f:m:i:B:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:b:w:c:f:m:i:d:B:t:")) != -1) {
 		switch (opt) {
 		case 'n': n = parse_num(optarg, "count"); break;
 		case 's': size = parse_num(optarg, "size"); break;
@@ -618,6 +727,7 @@ int main(int argc, char **argv)
 		case 'f': file = optarg; break;
 		case 'm': per = parse_num(optarg, "per-port"); break;
 		case 'i': first = parse_num(optarg, "first"); break;
+		case 'd': dur = parse_num(optarg, "seconds"); break;
 		case 'B': bind_to = optarg; break;
 		case 't': secs = parse_num(optarg, "seconds"); break;
 		default: usage();
@@ -635,6 +745,8 @@ int main(int argc, char **argv)
 		rc = cmd_stream(&c, total, wsize);
 	else if (!strcmp(mode, "connrate"))
 		rc = cmd_connrate(&c, n < 0 ? 200 : n);
+	else if (!strcmp(mode, "msgrate"))
+		rc = cmd_msgrate(&c, k, dur, size, file, per, first);
 	else
 		rc = cmd_hold(&c, k, file, per, first);
 	fflush(stdout);

@@ -64,15 +64,13 @@
 #   BENCH_RS_MAX_SERVERS most rsockets servers for one hold row (default 32)
 #   BENCH_TIMEOUT        bound of each step, seconds (default 180)
 #   BENCH_KEEP=DIR       keep the logs of every step in DIR
+#
+# The shell helpers it shares with suite.sh are in common.bash.
 set -uo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$here/../.." && pwd -P)
-build=${RSHARE_BUILD:-$repo/build}
-bench=$build/bench/bench
-rshare_cmd=$build/rshare
-rshared=$build/rshared
-preload=${BENCH_RSOCKETS_PRELOAD:-/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so}
+prog=compare
+# shellcheck source=tests/bench/common.bash
+. "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 grid=${BENCH_GRID:-1x1 1x16 1x64 4x1 4x16 4x64 16x1 16x16 16x64}
 systems=${BENCH_SYSTEMS:-tcp rsockets rshare}
@@ -88,9 +86,6 @@ rs_max=${BENCH_RS_MAX_SERVERS:-32}
 step_to=${BENCH_TIMEOUT:-180}
 rounds=${BENCH_ROUNDS:-3}
 
-say() { echo "compare: $*" >&2; }
-die() { say "$*"; exit 2; }
-
 for cell in $grid; do
 	[[ $cell =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "BENCH_GRID: bad cell '$cell' (want NxK)"
 done
@@ -99,116 +94,11 @@ for s in $systems; do
 	case $s in tcp | rsockets | rshare) ;; *) die "BENCH_SYSTEMS: unknown '$s'" ;; esac
 done
 
-# ---- the program: build it when it is missing or older than its source ----
-if [[ ! -x $bench || $here/bench.c -nt $bench ]]; then
-	if command -v "${CC:-cc}" >/dev/null; then
-		say "building $bench"
-		mkdir -p "$build/bench"
-		"${CC:-cc}" -O2 -Wall -Wextra -Werror -pthread -o "$bench" "$here/bench.c" ||
-			die "cannot build $bench"
-	fi
-	[[ -x $bench ]] || die "$bench is missing and there is no compiler here: run 'make -C tests/bench' first"
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench.XXXXXX")
-declare -A groups # process groups started here (setsid) and not yet reaped
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	local g
-	for g in "${!groups[@]}"; do
-		kill -TERM -- "-$g" 2>/dev/null
-	done
-	sleep 0.2
-	for g in "${!groups[@]}"; do
-		kill -KILL -- "-$g" 2>/dev/null
-	done
-	wait 2>/dev/null
-	if [[ -n ${BENCH_KEEP:-} ]]; then
-		mkdir -p "$BENCH_KEEP" && cp -r "$tmp"/. "$BENCH_KEEP"/ && say "logs kept in $BENCH_KEEP"
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# bg NAME CMD...: start CMD in a session of its own, bounded; its pid in $bg_pid
-bg() {
-	local name=$1
-	shift
-	setsid timeout -k 5 "$lifetime" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null &
-	bg_pid=$!
-	groups[$bg_pid]=1
-}
-alive() { # PID: running, not a zombie
-	local st
-	read -r _ _ st _ 2>/dev/null <"/proc/$1/stat" || return 1
-	[[ $st != Z ]]
-}
-reap() { # PID: wait for it (it has ended or been killed) and forget it
-	wait "$1" 2>/dev/null
-	unset "groups[$1]"
-}
-stop() { # PID...: end these process groups and reap them
-	local p
-	for p in "$@"; do
-		kill -TERM -- "-$p" 2>/dev/null
-	done
-	for p in "$@"; do
-		wait_gone "$p" 5 || kill -KILL -- "-$p" 2>/dev/null
-		reap "$p"
-	done
-}
-wait_gone() { # PID SECS
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		alive "$1" || return 0
-		sleep 0.1
-	done
-	return 1
-}
-# wait_line FILE PATTERN SECS [PID]: FILE has a line matching PATTERN
-wait_line() {
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -qE -- "$2" "$1" 2>/dev/null && return 0
-		if [[ -n ${4:-} ]] && ! alive "$4"; then
-			grep -qE -- "$2" "$1" 2>/dev/null
-			return
-		fi
-		sleep 0.1
-	done
-	return 1
-}
-kv() { # FILE KEY: the value of KEY= in FILE's first line that has it
-	grep -oE "(^| )$2=[^ ]*" "$1" 2>/dev/null | head -n 1 | cut -d= -f2
-}
-# why FILE...: a short reason for a failed step, from the error lines
-why() {
-	local f line
-	for f in "$@"; do
-		line=$(grep -m 1 -E '^error ' "$f" 2>/dev/null) || continue
-		line=${line#error }
-		line=${line#mode=* }
-		echo "${line// /, }"
-		return
-	done
-	echo "no output"
-}
-show_err() { # NAME FILE...: the tail of the logs of a failed step, on stderr
-	local f
-	say "$1 failed:"
-	for f in "${@:2}"; do
-		[[ -s $f ]] && tail -n 5 "$f" | sed "s|^|    $(basename "$f"): |" >&2
-	done
-}
+build_bench
+bench_tmp
 
 # ---- where things run ----
-local_addrs=$(ip -o -4 addr show 2>/dev/null | awk '{print $4}' | cut -d/ -f1)
-if [[ -z ${BENCH_SRV_ADDR:-} ]] && grep -qx 10.77.0.1 <<<"$local_addrs" && grep -qx 10.77.0.2 <<<"$local_addrs"; then
-	srv_addr=10.77.0.1 cli_addr=10.77.0.2
-else
-	srv_addr=${BENCH_SRV_ADDR:-127.0.0.1} cli_addr=${BENCH_CLI_ADDR:-127.0.0.2}
-fi
+pick_addrs
 have_rdma=0
 if [[ -n $(ls /sys/class/infiniband 2>/dev/null) ]]; then
 	have_rdma=1
@@ -262,20 +152,8 @@ cli_wrap() {
 
 # start_servers SYS NAME PORT COUNT: COUNT bench servers on PORT...; pids in srv_pids
 start_servers() {
-	local sys=$1 name=$2 port=$3 count=$4 i
-	srv_pids=()
-	for ((i = 0; i < count; i++)); do
-		# shellcheck disable=SC2046
-		bg "$name-srv$i" $(srv_wrap "$sys") "$bench" server $((port + i)) -a "$srv_addr" -t "$lifetime"
-		srv_pids+=("$bg_pid")
-	done
-	for ((i = 0; i < count; i++)); do
-		if ! wait_line "$tmp/$name-srv$i.out" 'ready=1' "$step_to" "${srv_pids[i]}"; then
-			show_err "$name server $i" "$tmp/$name-srv$i.out" "$tmp/$name-srv$i.err"
-			srv_fail="server: $(why "$tmp/$name-srv$i.err")"
-			return 1
-		fi
-	done
+	# shellcheck disable=SC2046 # the wrapper is words
+	bench_servers "$2-srv" "$3" "$4" "$srv_addr" $(srv_wrap "$1")
 }
 
 # client SYS NAME ARGS...: run one bench client in the foreground
@@ -298,8 +176,7 @@ fail_cell() { # ROW SYS REASON
 rshare_fallbacks() {
 	local h n sum=0
 	for h in "$hubA" "$hubB"; do
-		n=$(RSHARE_HUB_NAME=$h timeout 20 "$rshare_cmd" stat --json 2>/dev/null |
-			grep -oE '"fallback_connects": ?[0-9]+' | grep -oE '[0-9]+$')
+		n=$(hub_json "" "$h" | json_count fallback_connects)
 		sum=$((sum + ${n:-0}))
 	done
 	echo "$sum"
@@ -385,13 +262,6 @@ one_workload() {
 		;;
 	esac
 	show_err "$sys $3 (round $2)" "$f.err" "$tmp/$sys-main-srv0.err"
-}
-median() { # VALUES...: their median (the mean of the middle two when even)
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
-		if (NR == 0) exit
-		m = int((NR + 1) / 2)
-		if (NR % 2) { print v[m]; exit }
-		x = sprintf("%.3f", (v[m] + v[m + 1]) / 2); sub(/0+$/, "", x); sub(/\.$/, "", x); print x }'
 }
 run_workloads() { # SYS...: the systems whose server is up
 	local up=("$@") nsys=$# r i w sys
@@ -483,8 +353,7 @@ hold_row() {
 		fi
 		if [[ $sys == rshare ]]; then
 			local links
-			links=$(RSHARE_HUB_NAME=$hubB timeout 20 "$rshare_cmd" stat --json 2>/dev/null |
-				grep -o '"peer_node"' | wc -l)
+			links=$(hub_json "" "$hubB" | grep -o '"peer_node"' | wc -l)
 			rshare_links+=("${n}x$k: $links")
 		fi
 	else
@@ -504,24 +373,11 @@ start_hubs() {
 	local h a
 	for h in A B; do
 		[[ $h == A ]] && a=$srv_addr || a=$cli_addr
-		local name=bench-$h-$$
 		say "rshare: hub $h on $a, transport $transport"
-		bg "hub$h" env RSHARE_HUB_NAME="$name" "$rshared" --port "$hub_port" --addr "$a" --transport "$transport"
+		start_hub "hub$h" "" "bench-$h-$$" --port "$hub_port" --addr "$a" --transport "$transport"
+		local rc=$?
 		hub_pids+=("$bg_pid")
-		local i ok=0
-		for ((i = 0; i < step_to * 10; i++)); do
-			if RSHARE_HUB_NAME=$name timeout 10 "$rshare_cmd" stat --json >/dev/null 2>&1; then
-				ok=1
-				break
-			fi
-			alive "$bg_pid" || break
-			sleep 0.1
-		done
-		if ((!ok)); then
-			show_err "hub $h" "$tmp/hub$h.err"
-			hub_fail="hub $h: $(head -n 1 "$tmp/hub$h.err" 2>/dev/null | sed "s/^rshared: //" | cut -c1-80)"
-			return 1
-		fi
+		((rc == 0)) || return 1
 	done
 }
 
@@ -573,7 +429,7 @@ for c in $grid; do
 	done
 done
 if [[ " ${avail[*]} " == *" rshare "* ]]; then
-	tr=$(RSHARE_HUB_NAME=$hubB timeout 20 "$rshare_cmd" stat --json 2>/dev/null |
+	tr=$(hub_json "" "$hubB" |
 		grep -oE '"transport": ?"[a-z]+"' | sort -u | grep -oE '"[a-z]+"$' | tr -d '"' | paste -sd, -)
 	notes+=("rshare: hubs on $srv_addr (server) and $cli_addr (clients), port $hub_port, started with --transport $transport; links seen: ${tr:-none}.")
 	stop "${hub_pids[@]}"
