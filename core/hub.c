@@ -913,13 +913,18 @@ static int reap(struct hub *h, struct xport *xp)
 	struct xwc wc[64];
 	int n, any = 0;
 	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
-		uint64_t t0 = hub_now_ns(), t1 = t0;
+		uint64_t t0 = hub_now_ns(), t1 = t0, t2;
 		for (int i = 0; i < n; i++) {
 			hub_route(h, &wc[i]);
 			if (wc[i].op == XWC_RECV_IMM || wc[i].op == XWC_WRITE) {
-				t1 = hub_now_ns();
+				/* from the poll (the batch's), and its own routing */
+				t2 = hub_now_ns();
 				h->handoffs++;
-				h->handoff_ns += t1 - t0;
+				h->handoff_ns += t2 - t0;
+				h->route_ns += t2 - t1;
+				t1 = t2;
+			} else {
+				t1 = hub_now_ns();
 			}
 		}
 		any = 1;

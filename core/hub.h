@@ -186,7 +186,8 @@ struct hub {
 	uint32_t next_sid, nsocks;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
 	uint64_t local_connects;    /* connections that took the same-node path */
-	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time it took */
+	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
+	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
 	struct pairseg *segs;       /* pair segments (hub_pair.c) */
 	uint32_t next_seg_id;

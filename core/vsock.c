@@ -219,23 +219,34 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Adaptive waiting: spin up to cl.spin_ns for the counter to leave old (or
- * the hub to signal anything), giving the CPU to others now and then.
- * 1 when something moved, 0 when it is time to sleep. */
+/* Adaptive waiting: spin for the counter to leave old (or the hub to
+ * signal anything), giving the CPU to others now and then; 1 when
+ * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
+ * per thread halved by every spin that waited in vain and doubled by every
+ * one that did not, so that a busy machine, where the other side is
+ * seldom running, stops burning what its other threads need. */
+static __thread uint64_t spin_budget;
+
 static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old)
 {
-	uint64_t end = 0;
+	uint64_t end = 0, floor = cl.spin_ns / 16;
 	if (!cl.spin_ns)
 		return 0;
+	if (spin_budget < floor || spin_budget > cl.spin_ns)
+		spin_budget = cl.spin_ns;
 	for (unsigned i = 1;; i++) {
-		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq)
+		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq) {
+			spin_budget = spin_budget * 2 > cl.spin_ns ? cl.spin_ns : spin_budget * 2;
 			return 1;
+		}
 		if (!(i & 63)) {
 			uint64_t now = now_ns();
-			if (!end)
-				end = now + cl.spin_ns;
-			else if (now >= end || cl_hub_dead())
+			if (!end) {
+				end = now + spin_budget;
+			} else if (now >= end || cl_hub_dead()) {
+				spin_budget = spin_budget / 2 < floor ? floor : spin_budget / 2;
 				return 0;
+			}
 			sched_yield();
 		}
 		cpu_relax();

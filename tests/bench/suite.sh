@@ -49,13 +49,18 @@
 #     cell over servers of at most 3 connections each, as compare.sh does
 #     (BENCH_RS_PER_SERVER, BENCH_RS_MAX_SERVERS)
 #   - sockperf ping-pong, 64 B, median and p99 us (--full-rtt: round trips,
-#     like bench rtt), an independent client and server
+#     like bench rtt), an independent client and server; at most 500,000
+#     messages a second (--mps: sockperf's own sequence numbers overflow
+#     when round trips take well under a microsecond, as on the same-node
+#     path; no other column comes near that rate)
 #   - wrk (-t 2 -c BENCH_WRK_CONNS) against nginx with 2 workers answering
 #     from its configuration, requests/s; n/a on rsockets (nginx needs
 #     epoll, which librspreload does not carry)
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
 #     woken, over all the steps of the column, from its hubs' counters
-#     (counters.handoff_ns / counters.handoffs of `rshare stat --json`)
+#     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
+#     a completion polled in a batch waits for those before it), and of
+#     that the completion's own routing (counters.route_ns / handoffs)
 #   - the hubs' CPU while idle: milliseconds of CPU per second over
 #     BENCH_IDLE_SECS once every server is gone (/proc/PID/schedstat)
 # then a table of targets (measured ratio, met or not met), and the plots
@@ -88,7 +93,8 @@
 #   BENCH_SOCKPERF_SECS  (default 2); BENCH_WRK_SECS (2); BENCH_WRK_CONNS (16)
 #   BENCH_PLOT           the message rate plot (default
 #                        build/bench/scaling.png; .svg where gnuplot has no
-#                        png terminal); BENCH_PLOT_STREAM (stream.png beside it)
+#                        png terminal, or when it ends in .svg);
+#                        BENCH_PLOT_STREAM (stream.png, or .svg, beside it)
 #   BENCH_OUT            also write the tables to this file
 #   BENCH_PORT           first port of the servers (default 18800)
 #   BENCH_HUB_PORT       port the verbs hubs link on (default 18611)
@@ -571,7 +577,7 @@ sockperf_row() {
 		local bind=()
 		[[ -n ${c_bind[$col]} ]] && bind=(--client_ip "${c_bind[$col]}")
 		client "$col" "$name" sockperf ping-pong --tcp -i "${c_addr[$col]}" -p "$port" -m 64 \
-			-t "$sp_secs" --full-rtt "${bind[@]}"
+			-t "$sp_secs" --full-rtt --mps 500000 "${bind[@]}"
 		rc=$?
 		o=$(nocolor "$tmp/$name.out")
 		cell[sp_med,$col]=$(awk '/percentile 50\.000 =/ { printf "%.1f", $NF }' <<<"$o")
@@ -721,12 +727,14 @@ done
 # the hubs' hand-off counters, over everything the column ran
 for col in "${up[@]}"; do
 	[[ -n ${c_hubs[$col]:-} ]] || { cell[handoff,$col]="-"; continue; }
-	ho=0 hons=0 absent=0 tr="" lc=0 fb=0
+	ho=0 hons=0 hors=0 absent=0 tr="" lc=0 fb=0
 	for h in ${c_hubs[$col]}; do
 		j=$(hub_json "${h_nsx[$h]}" "${h_name[$h]}")
 		n=$(json_count handoffs <<<"$j") ns=$(json_count handoff_ns <<<"$j")
 		[[ -z $n || -z $ns ]] && absent=1
 		ho=$((ho + ${n:-0})) hons=$((hons + ${ns:-0}))
+		n=$(json_count route_ns <<<"$j")
+		hors=$((hors + ${n:-0}))
 		n=$(json_count local_connects <<<"$j")
 		[[ -n $n && $lc != - ]] && lc=$((lc + n)) || lc=-
 		n=$(json_count fallback_connects <<<"$j")
@@ -738,7 +746,7 @@ for col in "${up[@]}"; do
 	elif ((ho == 0)); then
 		cell[handoff,$col]="0 hand-offs"
 	else
-		cell[handoff,$col]="$((hons / ho)) ($ho hand-offs)"
+		cell[handoff,$col]="$((hons / ho)) / $((hors / ho)) ($ho hand-offs)"
 	fi
 	tr=$(sort -u <<<"$tr" | grep . | paste -sd, -)
 	c_where[$col]+="; links seen: ${tr:-none}; its hubs counted $fb connections fallen back to kernel TCP"
@@ -821,7 +829,10 @@ plot_files() {
 		return
 	}
 	local c w items=()
-	if gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
+	if [[ $plot == *.svg ]]; then
+		term="svg size 960,600 noenhanced"
+		plot_stream=${plot_stream%.png}.svg
+	elif gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
 		term="pngcairo size 960,600 noenhanced font ',10'"
 	elif gnuplot -e 'set terminal png' 2>/dev/null; then
 		term="png size 960,600 noenhanced"
@@ -900,7 +911,7 @@ tables() {
 		row sp_p99 "sockperf ping-pong 64 B, p99 us"
 	fi
 	tool_ok wrk && row wrk "wrk -t 2 -c $wrk_conns (${wrk_secs} s) against nginx (2 workers), requests/s"
-	row handoff "hub hand-off (completion polled to owner woken), mean ns"
+	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
 	echo
 	echo "- Round trips ($rtt_n each), streams and connections/s: the median over $rounds round(s), the columns taking turns in each. Messages/s: the sum over the N processes, released together. MB = 10^6 bytes."
