@@ -160,6 +160,10 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 		if (c->dst == 0)
 			*why = "control message without destination";
 		break;
+	case CTL_PING:
+		if (c->dst != 0)
+			*why = "PING with a destination";
+		break;
 	default:
 		*why = "unknown control op";
 	}
@@ -206,6 +210,6 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING"};
 	return op <= CTL_MAX ? n[op] : "?";
 }

@@ -54,7 +54,8 @@ enum wire_op {
 	CTL_FIN = 4,     /* dst: no more data after what was written */
 	CTL_RESET = 5,   /* dst: connection aborted */
 	CTL_CREDIT = 6,  /* dst: val = receive ring head, bytes consumed */
-	CTL_MAX = CTL_CREDIT
+	CTL_PING = 7,    /* dst 0: keepalive of an idle link, nothing to answer */
+	CTL_MAX = CTL_PING
 };
 
 enum wire_refuse { REFUSE_NO_LISTENER = 1, REFUSE_NO_SPACE = 2 };

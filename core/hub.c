@@ -841,6 +841,19 @@ static void check_deadlines(struct hub *h)
 		next = l->next;
 		if (l->state == LINK_CONNECTING && now > l->deadline_ms)
 			hub_link_fail(l, "connect timed out");
+		/* verbs: a link that sent nothing lately sends a PING, whose
+		 * failure (the queue pair's retries exhausted) drops it; soft
+		 * links have TCP keepalive for that */
+		if (l->state == LINK_UP && !(l->xp->ops->flags & XP_POSITIONAL)) {
+			if (l->msgs_tx != l->msgs_tx_seen) {
+				l->msgs_tx_seen = l->msgs_tx;
+				l->ping_ms = now;
+			} else if (now - l->ping_ms >= HUB_KEEPALIVE_MS) {
+				l->ping_ms = now;
+				hub_link_ping(l);
+				l->msgs_tx_seen = l->msgs_tx;
+			}
+		}
 	}
 }
 

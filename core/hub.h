@@ -21,6 +21,7 @@
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
 #define HUB_CTL_RECVS 256 /* control receives posted per link */
+#define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
@@ -76,6 +77,8 @@ struct link {
 	union sockaddr_any peer_addr;  /* the peer hub's address */
 	union sockaddr_any local_addr; /* our end of the link */
 	uint64_t deadline_ms;          /* connect deadline */
+	uint64_t ping_ms;              /* when it last sent anything, for keepalives */
+	uint64_t msgs_tx_seen;
 	int was_up;
 	const char *doomed;            /* failed mid-work: dropped between event batches */
 	int writable;                  /* the transport has room again: resume txwait */
@@ -284,6 +287,7 @@ void hsock_tx(struct hub *h, struct hsock *s);
 void hsock_credit(struct hub *h, struct hsock *s);
 void hub_route(struct hub *h, const struct xwc *wc);
 void hub_link_gone(struct hub *h, struct link *l);
+void hub_link_ping(struct link *l);
 void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len);
 int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
 

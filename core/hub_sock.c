@@ -1007,6 +1007,8 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		on_connect(h, l, &c);
 		return;
 	}
+	if (c.op == CTL_PING)
+		return; /* its arrival was the point */
 	s = by_imm(h, c.dst);
 	if (!s || s->link != l) {
 		h->stale_dropped++;
@@ -1055,6 +1057,14 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		hsock_tx(h, s);
 		break;
 	}
+}
+
+/* A keepalive on a link that sent nothing for a while: on verbs it is the
+ * only way to learn that the peer vanished while the link idles (the send
+ * fails after the queue pair's retries, and the link is dropped). */
+void hub_link_ping(struct link *l)
+{
+	send_simple(l, CTL_PING, 0, 0, 0);
 }
 
 void hub_link_gone(struct hub *h, struct link *l)

@@ -402,7 +402,7 @@ static void hello_param(struct vx *vx, struct rdma_conn_param *p, uint8_t *buf)
 	p->private_data_len = WIRE_HELLO_LEN;
 	p->responder_resources = 1;
 	p->initiator_depth = 1;
-	p->retry_count = 7;
+	p->retry_count = 6; /* 7 would retry for ever (on rxe, at least) */
 	p->rnr_retry_count = 7; /* forever: a full receive queue delays, never drops */
 }
 
@@ -410,6 +410,14 @@ static int make_qp(struct vx *vx, struct vlink *vl)
 {
 	struct ibv_qp_init_attr a = {.send_cq = vx->cq, .recv_cq = vx->cq, .srq = vx->srq,
 				     .qp_type = IBV_QPT_RC, .sq_sig_all = 0};
+	/* an unanswered send is retried 6 times (hello_param), each after
+	 * 4.096 us * 2^16 (about 0.27 s), then fails and the link is dropped:
+	 * with the idle link's PING every 2 s, a vanished peer is noticed
+	 * within about 4 s (without a timeout the queue pair may wait for ever) */
+	uint8_t ack_timeout = 16;
+	if (rdma_set_option(vl->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+			    sizeof(ack_timeout)) < 0)
+		log_info("verbs: cannot set the ack timeout: %s", strerror(errno));
 	a.cap.max_send_wr = SQ_DEPTH;
 	a.cap.max_send_sge = 2;
 	a.cap.max_inline_data = 256;

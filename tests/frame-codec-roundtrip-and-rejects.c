@@ -217,6 +217,8 @@ static struct wire_ctl ctl_of(uint8_t op)
 		c.dst = 0x00300003;
 		c.val = 0xfedcba9876543210ull;
 		break;
+	case CTL_PING:
+		break; /* nothing but the op */
 	default:
 		c.dst = 0x00400004;
 	}
@@ -318,6 +320,7 @@ static void ctl_cases(void)
 		REJECT(dec_ctl);
 	}
 	c = ctl_of(CTL_CONNECT); c.dst = 1; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_PING); c.dst = 1; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_CONNECT); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
 	uint32_t bad_rings[] = {0, 1, ARENA_MIN_RING / 2, ARENA_MIN_RING - 1, ARENA_MIN_RING + 1,
 				3 * ARENA_MIN_RING, 100000, ARENA_MAX_RING - 1, ARENA_MAX_RING + 1,
@@ -434,7 +437,9 @@ static void fuzz_one(uint8_t *buf, size_t len)
 		if (c.op == CTL_CONNECT || c.op == CTL_ACCEPT)
 			CHECK(c.ring >= ARENA_MIN_RING && c.ring <= ARENA_MAX_RING &&
 			      (c.ring & (c.ring - 1)) == 0);
-		if (c.op != CTL_CONNECT)
+		if (c.op == CTL_CONNECT || c.op == CTL_PING)
+			CHECK(c.op == CTL_PING ? c.dst == 0 : 1);
+		else
 			CHECK(c.dst != 0);
 	}
 }

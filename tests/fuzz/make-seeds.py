@@ -11,7 +11,7 @@ C = os.path.join(HERE, "corpus")
 
 WIRE_MAGIC = 0x52534852
 FR_HELLO, FR_WRITE_IMM, FR_SEND = 1, 2, 3
-CONNECT, ACCEPT, REFUSE, FIN, RESET, CREDIT = range(1, 7)
+CONNECT, ACCEPT, REFUSE, FIN, RESET, CREDIT, PING = range(1, 8)
 (M_HELLO, M_FORK, M_CHILD, M_LISTEN, M_CONNECT, M_ACCEPT, M_RELEASE, M_SHUTDOWN, M_STAT,
  M_PORTCHECK) = range(1, 11)
 
@@ -55,6 +55,7 @@ save("fuzz-frame", "ctl-refuse", ctl(REFUSE, dst=imm(3, 1), reason=1))
 save("fuzz-frame", "ctl-fin", ctl(FIN, dst=imm(3, 1), src=imm(9, 1)))
 save("fuzz-frame", "ctl-reset", ctl(RESET, dst=imm(3, 1)))
 save("fuzz-frame", "ctl-credit", ctl(CREDIT, dst=imm(3, 1), src=imm(9, 1), val=12345))
+save("fuzz-frame", "ctl-ping", ctl(PING))
 save("fuzz-frame", "stream", frame(FR_HELLO, 24) + hello() + frame(FR_SEND, 64) + conn +
      frame(FR_WRITE_IMM, 5, imm(3, 1)) + b"hello")
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# link-cut.sh - a peer node vanishes while its hub stays up, over verbs: two
+# Soft-RoCE guests of tests/vm/run.sh, and the wire between them is cut.
+#
+#   tests/vm/run.sh --nodes 2 --node2 'bash tests/vm/link-cut.sh' \
+#       -- bash tests/vm/link-cut.sh
+#
+# Node 2 (10.77.0.2) runs a hub and a pre-forked echo server; node 1
+# (10.77.0.1) runs a hub, holds idle connections to node 2 (nothing in
+# flight: only the link's keepalive can notice) and keeps a same-node
+# echo busy.  Then node 2 takes its network interface down, its hub and
+# server still running.  Node 1's checks, one "ok"/"not ok" line each:
+#   - its hub drops the verbs link and resets every connection on it within
+#     the documented time (rshare(7): about 10 s; the check allows 30 s)
+#   - the same-node connections go on, every byte verified
+# The nodes take turns through files in $RSHARE_VM_DIR.  Ends with
+# "N passed, N failed"; exits nonzero when a check failed.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+B=${RSHARE_BUILD:-$ROOT/build}
+node=${RSHARE_VM_NODE:?link-cut.sh runs inside a guest of tests/vm/run.sh --nodes 2}
+dir=${RSHARE_VM_DIR:-/run/rshare-vm}
+T=$(mktemp -d)
+pass=0 fail=0
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"' EXIT
+
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+nok() { echo "not ok - $*"; fail=$((fail + 1)); }
+wait_file() { # FILE SECS
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		[[ -e $1 ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+stat_json() { timeout 10 "$B/rshare" stat --json; }
+
+RSHARE_LOG=info "$B/rshared" --transport verbs >"$T/hub.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+	stat_json >/dev/null 2>&1 && break
+	sleep 0.1
+done
+
+if [[ $node == 2 ]]; then
+	"$B/rshare" run -- "$B/tests/echo-server" -w 2 7301 >"$T/server.out" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do grep -q '^ready$' "$T/server.out" && break; sleep 0.1; done
+	touch "$dir/server-ready"
+	wait_file "$dir/cut" 300 || exit 1
+	ip link set eth0 down
+	touch "$dir/cut-done"
+	wait_file "$dir/finished" 300
+	[[ -e $dir/failed ]] && tail -n 25 "$T/hub.log" # its story, when node 1 saw a failure
+	exit 0
+fi
+
+# ---- node 1: the checks ----
+fin() {
+	((fail == 0)) || touch "$dir/failed"
+	touch "$dir/finished"
+	echo "$pass passed, $fail failed"
+	((fail == 0))
+	exit
+}
+if ! wait_file "$dir/server-ready" 120; then
+	nok "node 2's echo server never became ready"
+	fin
+fi
+# a busy same-node echo, which must not notice the cut
+"$B/rshare" run -- "$B/tests/echo-server" -w 1 7302 >"$T/local-server.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q '^ready$' "$T/local-server.out" && break; sleep 0.1; done
+"$B/rshare" run -- "$B/tests/echo-client" -c 2 -t 25 -m 65536 127.0.0.1 7302 >"$T/local.out" 2>&1 &
+local_pid=$!
+# idle connections to node 2: verified once, then held with nothing in flight
+"$B/rshare" run -- "$B/tests/echo-client" -c 4 -n 2 -m 4096 -w "$T/release" 10.77.0.2 7301 \
+	>"$T/idle.out" 2>&1 &
+idle_pid=$!
+pids+=("$idle_pid")
+for _ in $(seq 300); do grep -q '^done$' "$T/idle.out" && break; sleep 0.1; done
+if ! grep -q 'verified=4 resets=0 errors=0' "$T/idle.out"; then
+	nok "idle connections to node 2 were not set up: $(tr '\n' ' ' <"$T/idle.out")"
+	fin
+fi
+stat_json >"$T/before.json"
+n=$(jq '[.links[] | select(.transport == "verbs" and .state == "up")] | length' "$T/before.json")
+c=$(jq '[.sockets[] | select(.state == "established" and .same_node != true and .link != 0)] | length' "$T/before.json")
+if [[ $n == 1 && $c == 4 ]]; then
+	ok "4 idle connections to node 2 on one verbs link"
+else
+	nok "before the cut: $n verbs links up, $c connections on links (want 1 and 4)"
+fi
+sleep 3 # idle for longer than a keepalive period
+
+touch "$dir/cut"
+wait_file "$dir/cut-done" 60 || nok "node 2 did not cut its link"
+t0=$SECONDS
+dropped=0
+while ((SECONDS - t0 < 30)); do
+	stat_json >"$T/after.json" 2>/dev/null || { sleep 0.5; continue; }
+	live=$(jq '[.sockets[] | select(.state == "established" and .same_node != true and .link != 0)] | length' "$T/after.json")
+	up=$(jq '[.links[] | select(.transport == "verbs" and .state == "up")] | length' "$T/after.json")
+	if [[ $live == 0 && $up == 0 ]]; then
+		dropped=1
+		break
+	fi
+	sleep 0.5
+done
+secs=$((SECONDS - t0))
+if ((dropped)); then
+	ok "the cut verbs link was dropped and its 4 idle connections reset within ${secs} s (allowed 30 s)"
+else
+	nok "30 s after the cut: $live connections still established, $up verbs links up"
+	tail -n 20 "$T/hub.log"
+	touch "$T/release"
+	fin
+fi
+closed=$(jq '[.sockets[] | select(.state == "closed")] | length' "$T/after.json" 2>/dev/null)
+echo "# after ${secs} s: links_dropped $(jq .counters.links_dropped "$T/after.json" 2>/dev/null), sockets closed ${closed:-?}"
+touch "$T/release"
+
+# the same-node echo went on
+wait "$local_pid"
+rc=$?
+if [[ $rc == 0 ]] && grep -q 'resets=0 errors=0' "$T/local.out"; then
+	ok "same-node connections went on through the cut: $(tr '\n' ' ' <"$T/local.out")"
+else
+	nok "same-node echo (exit $rc): $(tr '\n' ' ' <"$T/local.out")"
+fi
+
+fin
