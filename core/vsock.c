@@ -224,25 +224,29 @@ static uint64_t now_ns(void)
  * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
  * per thread halved by every spin that waited in vain and doubled by every
  * one that did not, so that a busy machine, where the other side is
- * seldom running, stops burning what its other threads need. */
+ * seldom running, stops burning what its other threads need; every 16th
+ * wait spins the whole time, so that the budget grows back. */
 static __thread uint64_t spin_budget;
+static __thread unsigned spin_waits;
 
 static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old)
 {
-	uint64_t end = 0, floor = cl.spin_ns / 16;
+	uint64_t end = 0, floor = cl.spin_ns / 16, b;
 	if (!cl.spin_ns)
 		return 0;
 	if (spin_budget < floor || spin_budget > cl.spin_ns)
 		spin_budget = cl.spin_ns;
+	/* every 16th wait tries the whole time: the other side may be quick again */
+	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
 	for (unsigned i = 1;; i++) {
 		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq) {
-			spin_budget = spin_budget * 2 > cl.spin_ns ? cl.spin_ns : spin_budget * 2;
+			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
 			return 1;
 		}
 		if (!(i & 63)) {
 			uint64_t now = now_ns();
 			if (!end) {
-				end = now + spin_budget;
+				end = now + b;
 			} else if (now >= end || cl_hub_dead()) {
 				spin_budget = spin_budget / 2 < floor ? floor : spin_budget / 2;
 				return 0;

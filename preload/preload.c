@@ -157,8 +157,16 @@ static inline struct pfd *pfd_get(int fd)
 	return (unsigned)fd < pfd_max ? &pfds[fd] : NULL;
 }
 
+/* The rshare socket behind fd (or one being connected), or NULL: the
+ * fast check, before the pending check of rs_of(). */
+static inline struct pfd *rs_peek(int fd)
+{
+	struct pfd *p = pfd_get(fd);
+	return p && __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) >= FD_RS ? p : NULL;
+}
+
 /* The rshare socket behind fd, or NULL: the fast check on every call. */
-static int rs_settle(int fd, struct pfd *p);
+static __attribute__((noinline)) int rs_settle(int fd, struct pfd *p);
 static inline struct pfd *rs_of(int fd)
 {
 	struct pfd *p = pfd_get(fd);
@@ -444,17 +452,49 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return ret_err(vs_send(p->slot, m->msg_iov, (int)m->msg_iovlen, flags));
 }
 
-ssize_t send(int fd, const void *buf, size_t len, int flags)
+/* send and recv on an rshare socket, out of line: what other descriptors
+ * pay is rs_of() and a tail call to libc */
+/* before libc's read and write are known (another library's constructor) */
+static __attribute__((noinline)) ssize_t plain_write(int fd, const void *buf, size_t len)
 {
-	struct pfd *p = rs_of(fd);
+	return R(write)(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t plain_read(int fd, void *buf, size_t len)
+{
+	return R(read)(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t rs_send(int fd, struct pfd *p, const void *buf, size_t len, int flags)
+{
 	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
-	if (!p)
-		return R(send)(fd, buf, len, flags);
+	if (!p || (p->pending && rs_settle(fd, p)))
+		return R(send)(fd, buf, len, flags); /* not rshare, or kernel TCP from now */
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;
 	}
 	return ret_err(vs_send(p->slot, &v, 1, flags));
+}
+
+static __attribute__((noinline)) ssize_t rs_recv(int fd, struct pfd *p, void *buf, size_t len, int flags)
+{
+	struct iovec v = {.iov_base = buf, .iov_len = len};
+	if (!p || (p->pending && rs_settle(fd, p)))
+		return R(recv)(fd, buf, len, flags);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return ret_err(vs_recv(p->slot, &v, 1, flags));
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_send, 1))
+		return real_send(fd, buf, len, flags); /* a tail call, no frame */
+	return rs_send(fd, p, buf, len, flags);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t al)
@@ -468,9 +508,12 @@ ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sock
 
 ssize_t write(int fd, const void *buf, size_t len)
 {
-	if (!rs_of(fd))
-		return R(write)(fd, buf, len);
-	return send(fd, buf, len, 0);
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_write, 1))
+		return real_write(fd, buf, len); /* a tail call, no frame */
+	if (!p)
+		return plain_write(fd, buf, len);
+	return rs_send(fd, p, buf, len, 0);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -507,15 +550,10 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	struct pfd *p = rs_of(fd);
-	struct iovec v = {.iov_base = buf, .iov_len = len};
-	if (!p)
-		return R(recv)(fd, buf, len, flags);
-	if (p->kind != FD_RS) {
-		errno = ENOTCONN;
-		return -1;
-	}
-	return ret_err(vs_recv(p->slot, &v, 1, flags));
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_recv, 1))
+		return real_recv(fd, buf, len, flags); /* a tail call, no frame */
+	return rs_recv(fd, p, buf, len, flags);
 }
 
 ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, socklen_t *al)
@@ -532,9 +570,12 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, s
 
 ssize_t read(int fd, void *buf, size_t len)
 {
-	if (!rs_of(fd))
-		return R(read)(fd, buf, len);
-	return recv(fd, buf, len, 0);
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_read, 1))
+		return real_read(fd, buf, len); /* a tail call, no frame */
+	if (!p)
+		return plain_read(fd, buf, len);
+	return rs_recv(fd, p, buf, len, 0);
 }
 
 ssize_t readv(int fd, const struct iovec *iov, int n)
