@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Node A's hub runs under valgrind (memcheck) while 2 preloaded clients on
-# node B make 4 echo connections each to a preloaded echo server on A
-# (messages up to 64 KiB, every byte checked).  Once the server is gone
+# node B make 4 echo connections each to a preloaded echo server on A, and
+# one on A itself 4 same-node ones (messages up to 64 KiB, every byte
+# checked).  Once the server is gone
 # too, SIGTERM stops the hub, and it must exit 0: valgrind found no memory
 # errors and no definitely lost blocks (--error-exitcode=99 otherwise; the
 # valgrind log is shown on failure).
@@ -51,7 +52,10 @@ procs_a() {
 		rs_bg client$i "$NS_B" --rshare "$RS_BIN/echo-client" -c 4 -s $i -n 6 -m 65536 $ADDR_A $port
 		pids+=("$RS_LASTPID")
 	done
-	for i in 1 2; do
+	# and one on node A itself: the same-node path (pair segments)
+	rs_bg client3 "$NS_A" --rshare "$RS_BIN/echo-client" -c 4 -s 3 -n 6 -m 65536 127.0.0.1 $port
+	pids+=("$RS_LASTPID")
+	for i in 1 2 3; do
 		rs_wait_pid "${pids[$((i - 1))]}" 120 || rs_fail "client$i exit $?: $(cat "$RS_TMP/client$i.out" "$RS_TMP/client$i.err")"
 		grep -q 'conns=4 verified=4 resets=0 errors=0' "$RS_TMP/client$i.out" ||
 			rs_fail "client$i: $(cat "$RS_TMP/client$i.out")"
@@ -62,7 +66,8 @@ procs_a() {
 		fail($A.links|length == 1; "A has \($A.links|length) links"),
 		fail(($A.links[0].connections_total // 0) >= 8; "A link connections_total \($A.links[0].connections_total)"),
 		fail(($A.links[0].bytes_rx // 0) > 0 and ($A.links[0].bytes_tx // 0) > 0; "A link moved no bytes"),
-		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)")'
+		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)"),
+		fail($A.counters.local_connects == 4; "local_connects \($A.counters.local_connects), want 4")'
 
 	# the server goes; the hub drops its process and pool, then stops
 	kill -TERM "$server"
