@@ -98,6 +98,20 @@ static void pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events)
 	/* the doorbells themselves are drained by the main loop */
 }
 
+void *hub_shm_new(const char *name, uint64_t bytes, int *fd)
+{
+	void *base;
+	*fd = memfd_create(name, MFD_CLOEXEC);
+	if (*fd < 0)
+		return NULL;
+	if (ftruncate(*fd, (off_t)bytes) == 0 &&
+	    (base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)) != MAP_FAILED)
+		return base;
+	close(*fd);
+	*fd = -1;
+	return NULL;
+}
+
 static struct pool *pool_new(struct hub *h)
 {
 	struct pool *p = calloc(1, sizeof(*p));
@@ -105,15 +119,10 @@ static struct pool *pool_new(struct hub *h)
 		return NULL;
 	p->id = ++h->next_pool_id;
 	p->bytes = arena_bytes_cfg();
-	p->memfd = memfd_create("rshare-arena", MFD_CLOEXEC);
 	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (p->memfd < 0 || p->evfd < 0 || ftruncate(p->memfd, p->bytes) < 0)
+	p->base = hub_shm_new("rshare-arena", p->bytes, &p->memfd);
+	if (p->evfd < 0 || !p->base)
 		goto fail;
-	p->base = mmap(NULL, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->memfd, 0);
-	if (p->base == MAP_FAILED) {
-		p->base = NULL;
-		goto fail;
-	}
 	if (arena_format(p->base, p->bytes, p->id) < 0)
 		goto fail;
 	p->slots = (struct arena_slot *)((uint8_t *)p->base + ((struct arena_hdr *)p->base)->slots_off);
@@ -462,11 +471,15 @@ static void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int 
 		s->tx_size = arena_ring_size(q->txsize);
 		goto hold;
 	case MSG_CONNECT:
-		s = hsock_new(h, pr->pool, arena_ring_size(q->rxsize), arena_ring_size(q->txsize));
+		/* the rings come when hsock_connect() knows where: this arena
+		 * for a link, a pair segment for the same node */
+		s = hsock_new(h, pr->pool, 0, 0);
 		if (!s) {
 			rep.status = -ENOBUFS;
 			break;
 		}
+		s->rx_size = arena_ring_size(q->rxsize);
+		s->tx_size = arena_ring_size(q->txsize);
 		s->local = q->local;
 		rep.status = hsock_connect(h, s, &q->addr);
 		if (rep.status) {

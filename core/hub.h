@@ -207,6 +207,8 @@ struct hub {
 
 int hub_main(int argc, char **argv);
 uint64_t hub_now_ns(void);
+/* A memfd of BYTES (sparse) named NAME, mapped shared; NULL (errno set) on failure. */
+void *hub_shm_new(const char *name, uint64_t bytes, int *fd);
 
 /* Append v to the growing array *a of *n entries (capacity *cap):
  * 0, or -1 when memory ran out (nothing changed then). */
@@ -264,6 +266,7 @@ void hsock_wake(struct hsock *s);
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
 void hpoll_close(struct hsock *s);
+int same_ip(const union sockaddr_any *a, const union sockaddr_any *b); /* family and address */
 /* same-node connections (hub_pair.c) */
 int hpair_is_local(struct hub *h, const union sockaddr_any *dst); /* an address of this node? */
 int hpair_join(struct hub *h, struct hsock *c, struct hsock *a);  /* 0, or -1: no room */

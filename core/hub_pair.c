@@ -35,15 +35,6 @@ _Static_assert(sizeof(((struct pairseg *)0)->used) * 8 == PAIR_MAX_DIRS, "one bi
 
 /* ---- is an address this node's? ---- */
 
-static int addr_eq(const union sockaddr_any *a, const union sockaddr_any *b)
-{
-	if (a->sa.sa_family != b->sa.sa_family)
-		return 0;
-	if (a->sa.sa_family == AF_INET)
-		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
-	return !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16);
-}
-
 static void addrs_load(struct hub *h)
 {
 	struct ifaddrs *ifa, *i;
@@ -78,16 +69,16 @@ int hpair_is_local(struct hub *h, const union sockaddr_any *dst)
 	/* a hub bound to one address (several hubs in one namespace, a node
 	 * each) is that address's node only */
 	if (h->bind_addr.sa.sa_family == AF_INET && h->bind_addr.in.sin_addr.s_addr)
-		return addr_eq(&h->bind_addr, dst);
+		return same_ip(&h->bind_addr, dst);
 	if (h->bind_addr.sa.sa_family == AF_INET6 && memcmp(&h->bind_addr.in6.sin6_addr, &in6addr_any, 16))
-		return addr_eq(&h->bind_addr, dst);
+		return same_ip(&h->bind_addr, dst);
 	if (dst->sa.sa_family == AF_INET && (ntohl(dst->in.sin_addr.s_addr) >> 24) == 127)
 		return 1;
 	if (dst->sa.sa_family == AF_INET6 && !memcmp(&dst->in6.sin6_addr, lo6, 16))
 		return 1;
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < h->naddrs; i++)
-			if (addr_eq(&h->addrs[i], dst))
+			if (same_ip(&h->addrs[i], dst))
 				return 1;
 		/* addresses come and go: look again, at most every 100 ms on a miss */
 		if (pass || hub_now_ms() - h->addrs_ms < 100)
@@ -109,14 +100,9 @@ static struct pairseg *seg_new(struct hub *h, uint64_t a, uint64_t b)
 	g->pool_a = a;
 	g->pool_b = b;
 	g->bytes = PAIR_DEFAULT_BYTES;
-	g->memfd = memfd_create("rshare-pair", MFD_CLOEXEC);
-	if (g->memfd < 0 || ftruncate(g->memfd, (off_t)g->bytes) < 0)
+	g->base = hub_shm_new("rshare-pair", g->bytes, &g->memfd);
+	if (!g->base)
 		goto fail;
-	g->base = mmap(NULL, g->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, g->memfd, 0);
-	if (g->base == MAP_FAILED) {
-		g->base = NULL;
-		goto fail;
-	}
 	g->alloc = arena_alloc_new(pair_data_off(), g->bytes);
 	if (!g->alloc)
 		goto fail;
@@ -269,12 +255,6 @@ void hpair_put(struct hub *h, struct hsock *s)
 	 * that it learns there is no reader (a write to a closed socket resets) */
 	atomic_store(&hpair_dir(s, 0)->rx_want, 1);
 	s->lp = NULL;
-	if (s->as) {
-		s->as->pair_seg = 0;
-		s->as->tx.off = s->as->rx.off = 0;
-		s->as->tx.size = s->as->rx.size = 0;
-	}
-	s->tx_size = s->rx_size = 0;
 	if (--lp->refs)
 		return;
 	rings_free(lp->seg, lp);

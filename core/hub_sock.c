@@ -67,6 +67,25 @@ static void mutex_init_robust(pthread_mutex_t *m)
 	pthread_mutexattr_destroy(&a);
 }
 
+/* The arena rings of s, of the sizes it records (0: none), and the slot's
+ * geometry; -1 when the pool has no room (nothing is kept then). */
+static int rings_alloc(struct hsock *s)
+{
+	struct pool *p = s->pool;
+	if (s->rx_size && !(s->rx_off = arena_alloc(p->rx_alloc, s->rx_size)))
+		return -1;
+	if (s->tx_size && !(s->tx_off = arena_alloc(p->tx_alloc, s->tx_size))) {
+		arena_release(p->rx_alloc, s->rx_off, s->rx_size);
+		s->rx_off = 0;
+		return -1;
+	}
+	s->as->rx.off = s->rx_off;
+	s->as->rx.size = s->rx_size;
+	s->as->tx.off = s->tx_off;
+	s->as->tx.size = s->tx_size;
+	return 0;
+}
+
 struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize)
 {
 	struct hsock *s;
@@ -80,10 +99,6 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	if (rxsize && !(s->rx_off = arena_alloc(p->rx_alloc, rxsize)))
-		goto fail;
-	if (txsize && !(s->tx_off = arena_alloc(p->tx_alloc, txsize)))
-		goto fail;
 	s->rx_size = rxsize;
 	s->tx_size = txsize;
 	s->sid = sid;
@@ -107,10 +122,10 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->rx_sig, 0);
 	atomic_store(&as->tx_blk, 0);
 	as->pair_seg = as->pair_tx = as->pair_rx = 0;
-	as->rx.off = s->rx_off;
-	as->rx.size = rxsize;
-	as->tx.off = s->tx_off;
-	as->tx.size = txsize;
+	if (rings_alloc(s) < 0) {
+		free(s); /* the slot and the socket id are not taken yet */
+		return NULL;
+	}
 	memset(&as->local, 0, sizeof(as->local));
 	memset(&as->peer, 0, sizeof(as->peer));
 	mutex_init_robust(&as->rx_lock);
@@ -121,11 +136,6 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	h->socks[sid] = s;
 	h->nsocks++;
 	return s;
-fail:
-	if (s->rx_off)
-		arena_release(p->rx_alloc, s->rx_off, rxsize);
-	free(s);
-	return NULL;
 }
 
 struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen)
@@ -282,7 +292,7 @@ static void send_reset(struct hsock *s)
 
 /* ---- connect / listen / accept ---- */
 
-static int same_ip(const union sockaddr_any *a, const union sockaddr_any *b)
+int same_ip(const union sockaddr_any *a, const union sockaddr_any *b)
 {
 	if (a->sa.sa_family != b->sa.sa_family)
 		return 0;
@@ -396,7 +406,9 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 		s->state = HS_CONNECTING;
 		atomic_store(&s->as->state, SLOT_CONNECTING);
 		if (hpair_is_local(h, &d))
-			return local_connect(h, s, &d);
+			return local_connect(h, s, &d); /* its rings are in a pair segment */
+		if (rings_alloc(s) < 0)
+			return -ENOBUFS;
 		s->link = link_for(h, &d);
 		if (!s->link) {
 			/* no way to reach a hub there: the process uses kernel TCP */
@@ -636,10 +648,6 @@ static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_an
 		h->fallback_connects++;
 		return 0;
 	}
-	/* the rings come from the pair segment, not this arena */
-	ring_free(s->pool, s->pool->rx_alloc, s->rx_off, s->rx_size);
-	ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
-	s->rx_off = s->tx_off = 0;
 	if (ls->qlen >= (uint32_t)ls->backlog)
 		pend_push(ls, NULL, &c);
 	else
@@ -864,7 +872,7 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 		hsock_free(h, s);
 		return;
 	case HS_ESTABLISHED: {
-		uint64_t head = ring_load(&s->as->rx.head);
+		uint64_t head;
 		if (s->lp) {
 			struct ring *r = hsock_ring(s, 0);
 			/* unread data is lost: the kernel resets then, too */
@@ -875,6 +883,7 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 			hsock_free(h, s);
 			return;
 		}
+		head = ring_load(&s->as->rx.head);
 		if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
 			log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
 			send_reset(s);
