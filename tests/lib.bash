@@ -168,6 +168,18 @@ RS_JQ_DEFS='
 def fail(c; msg): if c then empty else msg end;
 def port_of: (. // "") | split(":") | last | tonumber? // -1;
 def host_of: (. // "") | sub(":[0-9]+$"; "");
+# one_link(A; B): nodes A (10.199.0.1) and B (10.199.0.2) each have exactly
+# one link, to the other, and it is up
+def one_link($A; $B):
+  fail($A.links|length == 1; "node A has \($A.links|length) links, want 1"),
+  fail($B.links|length == 1; "node B has \($B.links|length) links, want 1"),
+  fail($A.node != $B.node; "both hubs claim node \($A.node)"),
+  (($A.links[0] // {}) as $LA | ($B.links[0] // {}) as $LB |
+   fail($LA.peer_node == $B.node; "A link peer_node \($LA.peer_node), B is \($B.node)"),
+   fail($LB.peer_node == $A.node; "B link peer_node \($LB.peer_node), A is \($A.node)"),
+   fail(($LB.peer|host_of) == "10.199.0.1"; "B link peer \($LB.peer)"),
+   fail(($LA.peer|host_of) == "10.199.0.2"; "A link peer \($LA.peer)"),
+   fail($LA.state == "up" and $LB.state == "up"; "link states A \($LA.state) B \($LB.state)"));
 '
 
 # rs_jq_check DESC [jq options...] PROGRAM: PROGRAM prints one string per

@@ -41,15 +41,8 @@ teardown() {
 	rs_jq_check "one link each way between the two nodes" \
 		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" '
 		$a[0] as $A | $b[0] as $B |
-		fail($A.links|length == 1; "node A has \($A.links|length) links, want 1"),
-		fail($B.links|length == 1; "node B has \($B.links|length) links, want 1"),
-		fail($A.node != $B.node; "both hubs claim node \($A.node)"),
+		one_link($A; $B),
 		($A.links[0] // {}) as $LA | ($B.links[0] // {}) as $LB |
-		fail($LA.peer_node == $B.node; "A link peer_node \($LA.peer_node), B is \($B.node)"),
-		fail($LB.peer_node == $A.node; "B link peer_node \($LB.peer_node), A is \($A.node)"),
-		fail(($LB.peer|host_of) == "10.199.0.1"; "B link peer \($LB.peer)"),
-		fail(($LA.peer|host_of) == "10.199.0.2"; "A link peer \($LA.peer)"),
-		fail($LA.state == "up" and $LB.state == "up"; "link states \($LA.state) \($LB.state)"),
 		fail($LB.connections_total >= 64; "B link connections_total \($LB.connections_total)"),
 		fail($LA.connections_total >= 64; "A link connections_total \($LA.connections_total)"),
 		fail($LB.connections >= 64; "B link open connections \($LB.connections)"),
