@@ -1,7 +1,7 @@
 # rshare: make builds everything into build/; make test runs every test.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -Wall -Wextra -Werror -std=gnu11 -fPIC -D_GNU_SOURCE -pthread -Icore
+CFLAGS  += -Wall -Wextra -Werror -std=gnu11 -fPIC -D_GNU_SOURCE -pthread -MMD -MP
 LDLIBS  += -pthread
 B       := build
 SAN     ?=
@@ -21,39 +21,66 @@ CFLAGS  += -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
 endif
 
-CORE_SRC := $(wildcard core/*.c)
-CORE_OBJ := $(patsubst core/%.c,$(B)/core/%.o,$(CORE_SRC))
-PRE_OBJ  := $(patsubst preload/%.c,$(B)/preload/%.o,$(wildcard preload/*.c))
-TEST_SRC := $(wildcard tests/*.c)
-TEST_BIN := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+# core/ is one folder per place its code runs (see README.md, "Layout"):
+#   shared/  both sides: addresses, rings, arena layout, tags, frames, config, log
+#   proc/    inside the application's process (librshare.so)
+#   hub/     inside the hub (rshared)
+#   xport/   the transports, driven by the hub
+# Each folder is one static library, compiled with only the headers its side
+# may see: a header of the other side is not on its include path.
+INC_shared := -Icore/shared
+INC_proc   := -Icore/shared -Icore/proc
+INC_xport  := -Icore/shared -Icore/xport
+INC_hub    := -Icore/shared -Icore/xport -Icore/hub
+INC_all    := -Icore/shared -Icore/proc -Icore/xport -Icore/hub
+SIDES      := shared proc xport hub
+side_src    = $(wildcard core/$(1)/*.c)
+side_obj    = $(patsubst core/%.c,$(B)/core/%.o,$(call side_src,$(1)))
+CORE_SRC   := $(foreach s,$(SIDES),$(call side_src,$(s)))
+CORE_OBJ   := $(foreach s,$(SIDES),$(call side_obj,$(s)))
+PRE_OBJ    := $(patsubst preload/%.c,$(B)/preload/%.o,$(wildcard preload/*.c))
+TOOL_OBJ   := $(B)/tools/rshare.o $(B)/tools/rshared.o
+TEST_SRC   := $(wildcard tests/*.c)
+TEST_BIN   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+LIB_PROC   := $(B)/core/libproc.a $(B)/core/libshared.a
+LIB_HUB    := $(B)/core/libhub.a $(B)/core/libxport.a $(B)/core/libshared.a
 
 all: $(B)/librshare.so $(B)/rshared $(B)/rshare $(TEST_BIN)
 
-$(B)/core/%.o: core/%.c $(wildcard core/*.h)
+# build/core/<side>/x.o: compiled with that side's include path
+$(B)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
-$(B)/preload/%.o: preload/%.c $(wildcard core/*.h preload/*.h)
+	$(CC) $(CFLAGS) $(INC_$(firstword $(subst /, ,$*))) -c -o $@ $<
+$(B)/preload/%.o: preload/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
-$(B)/tools/%.o: tools/%.c $(wildcard core/*.h)
+	$(CC) $(CFLAGS) -Ipreload $(INC_proc) -c -o $@ $<
+$(B)/tools/rshared.o: INC_TOOL := $(INC_hub)
+$(B)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) -Itools $(or $(INC_TOOL),$(INC_proc)) -c -o $@ $<
 
-$(B)/libcore.a: $(CORE_OBJ)
+$(foreach s,$(SIDES),$(eval $(B)/core/lib$(s).a: $(call side_obj,$(s))))
+$(B)/core/lib%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@
 	ar rcs $@ $^
 
-$(B)/librshare.so: $(PRE_OBJ) $(B)/libcore.a
-	$(CC) -shared $(LDFLAGS) -o $@ $(PRE_OBJ) $(B)/libcore.a -ldl $(LDLIBS)
+$(B)/librshare.so: $(PRE_OBJ) $(LIB_PROC)
+	$(CC) -shared $(LDFLAGS) -o $@ $(PRE_OBJ) $(LIB_PROC) -ldl $(LDLIBS)
 
-$(B)/rshared: $(B)/tools/rshared.o $(B)/libcore.a
+$(B)/rshared: $(B)/tools/rshared.o $(LIB_HUB)
 	$(CC) $(LDFLAGS) -o $@ $^ -libverbs -lrdmacm -lunwind $(LDLIBS)
 
-$(B)/rshare: $(B)/tools/rshare.o $(B)/libcore.a
+$(B)/rshare: $(B)/tools/rshare.o $(LIB_PROC)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/%: tests/%.c $(B)/libcore.a $(wildcard tests/*.h core/*.h)
+# tests see every side; each links only what it calls
+$(B)/tests/%: tests/%.c $(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(B)/libcore.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests $(INC_all) $(LDFLAGS) -o $@ $< $(B)/core/libhub.a $(B)/core/libxport.a \
+		$(LIB_PROC) $(LDLIBS)
+
+-include $(CORE_OBJ:.o=.d) $(PRE_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d)
 
 # installs what is missing first (tools/deps.sh: apt-get, as root)
 test:
@@ -135,7 +162,7 @@ uninstall:
 FUZZ_CC      ?= clang
 FUZZ_SECS    ?= 300
 FUZZ_B       := build/fuzz
-FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -pthread -Icore -Wall -Wextra \
+FUZZ_CFLAGS  := -MMD -MP -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -pthread $(INC_all) -Wall -Wextra \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_BIN     := $(patsubst tests/fuzz/%.c,$(FUZZ_B)/%,$(FUZZ_SRC))
@@ -143,16 +170,17 @@ FUZZ_CORE    := $(patsubst core/%.c,$(FUZZ_B)/core/%.o,$(CORE_SRC))
 # Comparison tracing costs the hub's scans of every socket id (hub_link_up,
 # hub_link_gone: 2^20 each) 10x: edge coverage only, except in the decoders.
 FUZZ_COV     := -fno-sanitize-coverage=trace-cmp
-$(FUZZ_B)/core/frame.o: FUZZ_COV :=
+$(FUZZ_B)/core/shared/frame.o: FUZZ_COV :=
 
-$(FUZZ_B)/core/%.o: core/%.c $(wildcard core/*.h)
+$(FUZZ_B)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_COV) -c -o $@ $<
-$(FUZZ_B)/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_CORE) $(wildcard tests/fuzz/*.h core/*.h)
+$(FUZZ_B)/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_CORE) $(wildcard tests/fuzz/*.h core/*/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CORE) -libverbs -lrdmacm -lunwind -pthread
 
 fuzz-build: $(FUZZ_BIN)
+-include $(FUZZ_CORE:.o=.d) $(FUZZ_BIN:=.d)
 
 fuzz: fuzz-build
 	@fail=0; for t in $(FUZZ_BIN); do n=$${t##*/}; \

@@ -7,7 +7,7 @@
  * clamps to [ARENA_MIN_RING, ARENA_MAX_RING].
  */
 #include "helpers.h"
-#include "arena.h"
+#include "arena_alloc.h"
 
 #include <sys/mman.h>
 

@@ -85,7 +85,7 @@ static void peer_connect(struct link *l, uint32_t src, uint64_t raddr)
 	if (!l || l->state != LINK_UP)
 		return;
 	c.addr_a[0] = 10, c.addr_a[3] = 1;
-	c.addr_b[0] = 10, c.addr_b[3] = (uint8_t)(l->peer_addr.in.sin_addr.s_addr >> 24);
+	c.addr_b[0] = 10, c.addr_b[3] = (uint8_t)(l->x.peer_addr.in.sin_addr.s_addr >> 24);
 	c.rkey = raddr ? 9 : 0;
 	fh_ctl(l, &c);
 }
@@ -100,7 +100,7 @@ static void peer_accept(uint32_t k, uint32_t src)
 		return;
 	l = fh.sent_link[i];
 	c.dst = fh.sent[i].src;
-	if (!(l->xp->ops->flags & XP_POSITIONAL)) {
+	if (!(l->x.xp->ops->flags & XP_POSITIONAL)) {
 		c.val = 0x7f0000200000ull + (uint64_t)src * 0x10000;
 		c.rkey = 10;
 	}
@@ -218,7 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 11: {
 			struct link *l = fh_link(idx);
 			if (l && l->state == LINK_UP)
-				hub_link_writable(l);
+				hub_link_writable(&l->x);
 			break;
 		}
 		case 12:
@@ -255,7 +255,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 18: {
 			struct link *l = fh_link(idx);
 			if (l && fh.heavy-- > 0)
-				hub_link_fail(l, "fuzz");
+				hub_link_fail(&l->x, "fuzz");
 			break;
 		}
 		case 19:

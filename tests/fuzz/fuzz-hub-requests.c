@@ -244,19 +244,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 8: {
 			struct link *l = fh_link(hd[1]);
 			if (l && l->state == LINK_CONNECTING && fh.heavy-- > 0)
-				hub_link_up(l, 2 + hd[3]);
+				hub_link_up(&l->x, 2 + hd[3]);
 			break;
 		}
 		case 9: {
 			struct link *l = fh_link(hd[1]);
 			if (l && fh.heavy-- > 0)
-				hub_link_fail(l, "fuzz");
+				hub_link_fail(&l->x, "fuzz");
 			break;
 		}
 		case 10: {
 			struct link *l = up_link(hd[1]);
 			if (l)
-				hub_link_writable(l);
+				hub_link_writable(&l->x);
 			break;
 		}
 		case 11:

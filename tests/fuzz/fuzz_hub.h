@@ -93,7 +93,7 @@ static inline int fake_init(struct xport *xp, struct hub *h, uint16_t port)
 }
 static inline void fake_fini(struct xport *xp) { (void)xp; }
 
-static inline int fake_link_connect(struct xport *xp, struct link *l, const union sockaddr_any *peer)
+static inline int fake_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer)
 {
 	(void)xp;
 	(void)peer;
@@ -102,11 +102,12 @@ static inline int fake_link_connect(struct xport *xp, struct link *l, const unio
 	return fh.fault == FH_NOCONNECT ? -1 : 0;
 }
 
-static inline void fake_link_close(struct link *l)
+static inline void fake_link_close(struct xlink *xl)
 {
+	struct link *l = link_of(xl);
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < fh.cq_n; i++)
-		if (fh.cq[i].link != l)
+		if (fh.cq[i].link != xl)
 			fh.cq[k++] = fh.cq[i];
 	fh.cq_n = k;
 	k = 0;
@@ -151,7 +152,7 @@ static inline void cq_add(const struct xwc *wc)
 		fh.cq[fh.cq_n++] = *wc;
 }
 
-static inline int fake_post_write_imm(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
+static inline int fake_post_write_imm(struct xlink *xl, uint64_t wr_id, const struct iovec *iov, int iovcnt,
 			       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	struct hub *h = fh.h;
@@ -159,7 +160,8 @@ static inline int fake_post_write_imm(struct link *l, uint64_t wr_id, const stru
 	struct hsock *s = sid < TAG_MAX_SOCKS ? h->socks[sid] : NULL;
 	uint64_t len = 0;
 	uint8_t *ring, *base;
-	struct xwc wc = {.wr_id = wr_id, .op = XWC_WRITE, .link = l};
+	struct link *l = link_of(xl);
+	struct xwc wc = {.wr_id = wr_id, .op = XWC_WRITE, .link = xl};
 	(void)lkey;
 	(void)rkey;
 	if (fh.fault == FH_EAGAIN)
@@ -187,7 +189,7 @@ static inline int fake_post_write_imm(struct link *l, uint64_t wr_id, const stru
 	FH_CHECK(len <= WIRE_MAX_WRITE, "write of %llu bytes", (unsigned long long)len);
 	FH_CHECK(s->tx_posted + len <= s->peer_head + s->peer_ring, "write beyond the peer's credit");
 	FH_CHECK(imm == s->peer && imm, "write imm %x, peer %x", imm, s->peer);
-	if (l->xp->ops->flags & XP_POSITIONAL)
+	if (l->x.xp->ops->flags & XP_POSITIONAL)
 		FH_CHECK(raddr == s->tx_posted, "positional raddr %llu, posted %llu",
 			 (unsigned long long)raddr, (unsigned long long)s->tx_posted);
 	else
@@ -207,11 +209,12 @@ static inline int fake_post_write_imm(struct link *l, uint64_t wr_id, const stru
 	return 0;
 }
 
-static inline int fake_post_send(struct link *l, uint64_t wr_id, const void *buf, uint32_t len)
+static inline int fake_post_send(struct xlink *xl, uint64_t wr_id, const void *buf, uint32_t len)
 {
+	struct link *l = link_of(xl);
 	struct wire_ctl c;
 	const char *why;
-	struct xwc wc = {.wr_id = wr_id, .op = XWC_SEND, .byte_len = len, .link = l};
+	struct xwc wc = {.wr_id = wr_id, .op = XWC_SEND, .byte_len = len, .link = xl};
 	FH_CHECK(len == WIRE_CTL_LEN, "control send of %u bytes", len);
 	FH_CHECK(wire_ctl_decode(buf, len, &c, &why) == 0, "the hub sent a control message its peer rejects: %s (op %u)",
 		 why, ((const uint8_t *)buf)[0]);
@@ -228,8 +231,9 @@ static inline int fake_post_send(struct link *l, uint64_t wr_id, const void *buf
 	return 0;
 }
 
-static inline int fake_post_recv(struct link *l, uint64_t wr_id, void *buf, uint32_t len)
+static inline int fake_post_recv(struct xlink *xl, uint64_t wr_id, void *buf, uint32_t len)
 {
+	struct link *l = link_of(xl);
 	FH_CHECK(wr_id < HUB_CTL_RECVS && len == WIRE_CTL_LEN &&
 			 (uint8_t *)buf == l->ctl_bufs + wr_id * WIRE_CTL_LEN,
 		 "odd receive buffer");
@@ -335,7 +339,7 @@ static inline void fh_end(void)
 	hub_test_proc_gone(h, fh.anchor);
 	fh.anchor = NULL;
 	while (h->links)
-		hub_link_fail(h->links, "end of input");
+		hub_link_fail(&h->links->x, "end of input");
 	fh.cq_n = 0;
 	fh.nsent = 0;
 	hub_test_settle(h);
@@ -416,10 +420,10 @@ static inline struct link *fh_new_link(int verbs, uint8_t peer_host)
 	l = hub_test_link(fh.h, xp);
 	if (!l)
 		return NULL;
-	l->peer_addr.in.sin_family = AF_INET;
-	l->peer_addr.in.sin_addr.s_addr = htonl(0x0a000000 | peer_host);
-	l->local_addr.in.sin_family = AF_INET;
-	l->local_addr.in.sin_addr.s_addr = htonl(0x0a000001);
+	l->x.peer_addr.in.sin_family = AF_INET;
+	l->x.peer_addr.in.sin_addr.s_addr = htonl(0x0a000000 | peer_host);
+	l->x.local_addr.in.sin_family = AF_INET;
+	l->x.local_addr.in.sin_addr.s_addr = htonl(0x0a000001);
 	return l;
 }
 
@@ -473,7 +477,7 @@ static inline void fh_ctl_in(struct link *l, const uint8_t buf[WIRE_CTL_LEN], ui
 	}
 	{
 		uint32_t i = slot % HUB_CTL_RECVS;
-		struct xwc wc = {.wr_id = i, .op = XWC_RECV, .byte_len = len, .link = l};
+		struct xwc wc = {.wr_id = i, .op = XWC_RECV, .byte_len = len, .link = &l->x};
 		memcpy(l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, buf, WIRE_CTL_LEN);
 		hub_route(fh.h, &wc);
 	}
@@ -507,28 +511,28 @@ static inline void fh_rx_write(struct link *l, uint32_t imm, uint64_t pos, uint3
 {
 	struct iovec iov[2];
 	int n;
-	if (!(l->xp->ops->flags & XP_POSITIONAL)) {
+	if (!(l->x.xp->ops->flags & XP_POSITIONAL)) {
 		/* verbs: the NIC placed it already; the hub checks afterwards */
-		n = hub_rx_written(l, imm, len);
+		n = hub_rx_written(&l->x, imm, len);
 		if (n < 0) {
-			hub_link_fail(l, "write outside its socket's ring window");
+			hub_link_fail(&l->x, "write outside its socket's ring window");
 			return;
 		}
 		if (n > 0) {
-			struct xwc wc = {.op = XWC_RECV_IMM, .imm = imm, .byte_len = len, .link = l};
+			struct xwc wc = {.op = XWC_RECV_IMM, .imm = imm, .byte_len = len, .link = &l->x};
 			cq_add(&wc);
 		}
 		return;
 	}
-	n = hub_rx_target(l, imm, pos, len, iov);
+	n = hub_rx_target(&l->x, imm, pos, len, iov);
 	if (n < 0) {
-		hub_link_fail(l, "write outside its socket's ring window");
+		hub_link_fail(&l->x, "write outside its socket's ring window");
 		return;
 	}
 	if (n > 0) {
 		struct hsock *s = fh.h->socks[tag_imm_sid(imm)];
 		uint64_t tot = 0;
-		struct xwc wc = {.op = XWC_RECV_IMM, .imm = imm, .byte_len = len, .link = l};
+		struct xwc wc = {.op = XWC_RECV_IMM, .imm = imm, .byte_len = len, .link = &l->x};
 		FH_CHECK(n <= 2 && s, "hub_rx_target gave %d iovs", n);
 		for (int i = 0; i < n; i++) {
 			uint8_t *b = iov[i].iov_base, *ring = (uint8_t *)s->pool->base + s->rx_off;

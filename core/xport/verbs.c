@@ -33,7 +33,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "hub.h"
+#include "xport_hub.h"
+#include "frame.h"
 #include "log.h"
 
 #define SQ_DEPTH 512
@@ -62,7 +63,7 @@ struct vrecv {
 
 struct vlink {
 	struct vx *vx;
-	struct link *l;
+	struct xlink *l;
 	struct rdma_cm_id *id;
 	int closed, established;
 	uint64_t seq, done;    /* posted / completed send sequence */
@@ -74,11 +75,13 @@ struct vlink {
 	uint32_t rq_head, rq_n, rq_cap;
 	uint32_t max_inline;
 	int want_room;
+	struct xlink_info info;  /* device, port, queue pair number */
 	struct vlink *next;
 };
 
 struct vx {
 	struct hub *h;
+	struct xport *xp;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid;
 	struct ibv_context *ctx;
@@ -97,7 +100,7 @@ struct vx {
 	unsigned unacked;
 };
 
-static struct vlink *VL(struct link *l) { return l->xpriv; }
+static struct vlink *VL(struct xlink *l) { return l->xpriv; }
 
 static void q_push(struct vx *vx, const struct xwc *wc)
 {
@@ -174,7 +177,7 @@ static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32
 	return 0;
 }
 
-static int verbs_post_write_imm(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
+static int verbs_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
 				uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	struct vlink *vl = VL(l);
@@ -223,7 +226,7 @@ static void flush_pending(struct vlink *vl)
 	vl->p_n -= i;
 }
 
-static int verbs_post_send(struct link *l, uint64_t wr_id, const void *buf, uint32_t len)
+static int verbs_post_send(struct xlink *l, uint64_t wr_id, const void *buf, uint32_t len)
 {
 	struct vlink *vl = VL(l);
 	if (!vl || vl->closed || !vl->established || len != WIRE_CTL_LEN)
@@ -245,7 +248,7 @@ static int verbs_post_send(struct link *l, uint64_t wr_id, const void *buf, uint
 	return send_ctl_now(vl, wr_id, buf);
 }
 
-static int verbs_post_recv(struct link *l, uint64_t wr_id, void *buf, uint32_t len)
+static int verbs_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
 {
 	struct vlink *vl = VL(l);
 	if (!vl || vl->closed)
@@ -312,7 +315,7 @@ static void on_wc(struct vx *vx, struct ibv_wc *w)
 		uint32_t imm = ntohl(w->imm_data);
 		int r = hub_rx_written(vl->l, imm, w->byte_len);
 		if (r < 0) {
-			vx->h->malformed++;
+			hub_count_malformed(vx->h);
 			fail(vl, "write outside its socket's ring window");
 			return;
 		}
@@ -394,7 +397,7 @@ static void cq_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 
 static void hello_param(struct vx *vx, struct rdma_conn_param *p, uint8_t *buf)
 {
-	struct wire_hello hh = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .node_id = vx->h->node_id,
+	struct wire_hello hh = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .node_id = hub_node_id(vx->h),
 				.max_write = WIRE_MAX_WRITE};
 	wire_hello_encode(&hh, buf);
 	memset(p, 0, sizeof(*p));
@@ -427,13 +430,13 @@ static int make_qp(struct vx *vx, struct vlink *vl)
 			return -1;
 	}
 	vl->max_inline = a.cap.max_inline_data;
-	vl->l->qpn = vl->id->qp->qp_num;
-	vl->l->dev_port = vl->id->port_num;
-	snprintf(vl->l->dev, sizeof(vl->l->dev), "%s", ibv_get_device_name(vx->ctx->device));
+	vl->info.qpn = vl->id->qp->qp_num;
+	vl->info.dev_port = vl->id->port_num;
+	snprintf(vl->info.dev, sizeof(vl->info.dev), "%s", ibv_get_device_name(vx->ctx->device));
 	return 0;
 }
 
-static struct vlink *vl_new(struct vx *vx, struct link *l, struct rdma_cm_id *id)
+static struct vlink *vl_new(struct vx *vx, struct xlink *l, struct rdma_cm_id *id)
 {
 	struct vlink *vl = calloc(1, sizeof(*vl));
 	if (!vl)
@@ -455,14 +458,14 @@ static void on_request(struct vx *vx, struct rdma_cm_event *e)
 	struct wire_hello hh;
 	const char *why;
 	union sockaddr_any peer, local;
-	struct link *l;
+	struct xlink *l;
 	struct vlink *vl;
 	struct rdma_conn_param p;
 	uint8_t buf[WIRE_HELLO_LEN];
 	if (!e->param.conn.private_data ||
 	    wire_hello_decode(e->param.conn.private_data, e->param.conn.private_data_len < WIRE_HELLO_LEN
 			      ? e->param.conn.private_data_len : WIRE_HELLO_LEN, &hh, &why) < 0) {
-		vx->h->malformed++;
+		hub_count_malformed(vx->h);
 		log_warn("verbs: connection request refused: %s", e->param.conn.private_data ? why : "no hello");
 		rdma_reject(id, NULL, 0);
 		rdma_destroy_id(id);
@@ -480,7 +483,7 @@ static void on_request(struct vx *vx, struct rdma_cm_event *e)
 	memcpy(&local, rdma_get_local_addr(id), sizeof(struct sockaddr_in6));
 	wire_addr_unmap(&peer);
 	wire_addr_unmap(&local);
-	l = hub_link_accepted(vx->h, &vx->h->verbs, &peer, &local);
+	l = hub_link_accepted(vx->h, vx->xp, &peer, &local);
 	if (!l) {
 		rdma_reject(id, NULL, 0);
 		rdma_destroy_id(id);
@@ -536,7 +539,7 @@ static void on_cm(struct vx *vx, struct rdma_cm_event *e)
 		if (vl->l->outgoing) {
 			if (!e->param.conn.private_data ||
 			    wire_hello_decode(e->param.conn.private_data, WIRE_HELLO_LEN, &hh, &why) < 0) {
-				vx->h->malformed++;
+				hub_count_malformed(vx->h);
 				fail(vl, why ? why : "no hello from the peer");
 				break;
 			}
@@ -599,11 +602,11 @@ static void cm_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 	destroy_dead(vx);
 }
 
-static int verbs_link_connect(struct xport *xp, struct link *l, const union sockaddr_any *peer)
+static int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer)
 {
 	struct vx *vx = xp->priv;
 	struct vlink *vl = vl_new(vx, l, NULL);
-	union sockaddr_any src = vx->h->bind_addr;
+	union sockaddr_any src = *hub_bind_addr(vx->h);
 	if (!vl)
 		return -1;
 	if (rdma_create_id(vx->ch, &vl->id, vl, RDMA_PS_TCP) < 0) {
@@ -616,7 +619,7 @@ static int verbs_link_connect(struct xport *xp, struct link *l, const union sock
 	return 0;
 }
 
-static void verbs_link_close(struct link *l)
+static void verbs_link_close(struct xlink *l)
 {
 	struct vlink *vl = VL(l), **pp;
 	struct vx *vx;
@@ -686,6 +689,7 @@ static int verbs_init(struct xport *xp, struct hub *h, uint16_t port)
 	xp->priv = vx;
 	xp->hub = h;
 	vx->h = h;
+	vx->xp = xp;
 	devs = rdma_get_devices(&ndev);
 	if (!devs || ndev == 0) {
 		if (devs)
@@ -717,7 +721,7 @@ static int verbs_init(struct xport *xp, struct hub *h, uint16_t port)
 	fcntl(vx->cc->fd, F_SETFL, fcntl(vx->cc->fd, F_GETFL) | O_NONBLOCK);
 	if (rdma_create_id(vx->ch, &vx->lid, NULL, RDMA_PS_TCP) < 0)
 		return -1;
-	any = h->bind_addr;
+	any = *hub_bind_addr(h);
 	if (!any.sa.sa_family) {
 		memset(&any, 0, sizeof(any));
 		any.in.sin_family = AF_INET;
@@ -751,6 +755,11 @@ static void verbs_fini(struct xport *xp)
 		rdma_destroy_event_channel(vx->ch);
 }
 
+static void verbs_link_info(struct xlink *l, struct xlink_info *out)
+{
+	*out = VL(l)->info;
+}
+
 const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
 	.flags = 0,
@@ -764,4 +773,5 @@ const struct xport_ops xport_verbs_ops = {
 	.post_send = verbs_post_send,
 	.post_recv = verbs_post_recv,
 	.poll_cq = verbs_poll_cq,
+	.link_info = verbs_link_info,
 };

@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
@@ -58,12 +59,6 @@ enum slot_state {
 #define SLOTOP_TX     0x1u   /* tx.tail moved: send */
 #define SLOTOP_CREDIT 0x2u   /* rx.head moved: return credit */
 #define SLOTOP_POLL   0x4u   /* readiness descriptor: look again (see rx_sig) */
-
-union sockaddr_any {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-};
 
 struct arena_slot {
 	_Atomic uint32_t wake_seq;    /* futex word: bumped by the hub on every event */
@@ -124,15 +119,16 @@ static inline int arena_ring(void *base, uint32_t i, uint32_t op)
 	return atomic_load_explicit(&h->hub_sleeping, memory_order_seq_cst) != 0;
 }
 
-/* Hub side: layout of a fresh arena, and ring-byte allocation. */
-struct arena_alloc;
-int arena_format(void *base, uint64_t bytes, uint64_t pool_id);
-struct arena_alloc *arena_alloc_new(uint64_t data_off, uint64_t bytes);
-void arena_alloc_free_all(struct arena_alloc *a);
-/* Returns the offset of size bytes (a power of two) or 0 when full. */
-uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
-void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
-uint64_t arena_in_use(const struct arena_alloc *a);
-uint32_t arena_ring_size(uint64_t asked);
+/* The ring size for ASKED bytes: a power of two within
+ * [ARENA_MIN_RING, ARENA_MAX_RING], ARENA_DEFAULT_RING for 0. */
+static inline uint32_t arena_ring_size(uint64_t asked)
+{
+	uint64_t s = ARENA_MIN_RING;
+	if (asked == 0)
+		return ARENA_DEFAULT_RING;
+	while (s < asked && s < ARENA_MAX_RING)
+		s <<= 1;
+	return (uint32_t)s;
+}
 
 #endif

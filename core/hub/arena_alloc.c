@@ -1,5 +1,5 @@
 /*
- * arena.c - formatting an arena and allocating ring bytes in it (hub side).
+ * arena.c - formatting an arena and allocating ring bytes in it (arena_alloc.h).
  *
  * Ring sizes are powers of two from ARENA_MIN_RING to ARENA_MAX_RING; the
  * allocator keeps one free list per size class and carves new blocks from
@@ -7,7 +7,7 @@
  * never in the arena, so nothing a process writes can confuse it.  Freed
  * blocks are punched out of the memfd so an idle pool gives memory back.
  */
-#include "arena.h"
+#include "arena_alloc.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -34,16 +34,6 @@ static int size_class(uint64_t size)
 		c++;
 	}
 	return s == size ? c : -1;
-}
-
-uint32_t arena_ring_size(uint64_t asked)
-{
-	uint64_t s = ARENA_MIN_RING;
-	if (asked == 0)
-		return ARENA_DEFAULT_RING;
-	while (s < asked && s < ARENA_MAX_RING)
-		s <<= 1;
-	return (uint32_t)s;
 }
 
 int arena_format(void *base, uint64_t bytes, uint64_t pool_id)

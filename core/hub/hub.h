@@ -10,27 +10,24 @@
 #ifndef RSHARE_HUB_H
 #define RSHARE_HUB_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
 
-#include "arena.h"
+#include "arena_alloc.h"
 #include "frame.h"
 #include "xport.h"
+#include "xport_hub.h"
 
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
-#define HUB_CTL_RECVS 256 /* control receives posted per link */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
 struct hub;
 
-/* An epoll registration: data.ptr of every event points at one of these. */
-struct hub_ev {
-	void (*fn)(struct hub *h, struct hub_ev *ev, uint32_t events);
-};
 
 #define POOL_CHUNK (4u << 20) /* unit of memory registration (verbs) */
 
@@ -68,23 +65,14 @@ struct proc {
 enum link_state { LINK_CONNECTING = 1, LINK_UP, LINK_DOWN };
 
 struct link {
-	uint32_t id;
-	struct xport *xp;
-	void *xpriv;
+	struct xlink x;                /* what its transport sees: id, ends, peer node */
 	enum link_state state;
-	int outgoing;
-	uint64_t peer_node;
-	union sockaddr_any peer_addr;  /* the peer hub's address */
-	union sockaddr_any local_addr; /* our end of the link */
 	uint64_t deadline_ms;          /* connect deadline */
 	uint64_t ping_ms;              /* when it last sent anything, for keepalives */
 	uint64_t msgs_tx_seen;
 	int was_up;
 	const char *doomed;            /* failed mid-work: dropped between event batches */
 	int writable;                  /* the transport has room again: resume txwait */
-	char dev[32];                  /* verbs: device and port */
-	int dev_port;
-	uint32_t qpn;                  /* verbs: our QP number */
 	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */
 	uint32_t *txwait;              /* sockets waiting for room on the link */
 	uint32_t ntxwait, txwait_cap;
@@ -227,32 +215,20 @@ static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 }
 
 /* event loop */
-int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
-int hub_rewatch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
-void hub_unwatch(struct hub *h, int fd);
 uint64_t hub_now_ms(void);
-void hub_defer_free(struct hub *h, void *p);
 void pool_maybe_free(struct hub *h, struct pool *p);
 struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer);
 extern struct hub *the_hub;
 
-/* called by transports */
-struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
-			       const union sockaddr_any *local);
-void hub_link_up(struct link *l, uint64_t peer_node);
-void hub_link_fail(struct link *l, const char *why);
-void hub_link_writable(struct link *l);
+/* The hub's link record of what its transport sees. */
+static inline struct link *link_of(struct xlink *x)
+{
+	return (struct link *)((char *)x - offsetof(struct link, x));
+}
 /* Drop links that failed in the middle of other work (hsock_tx). */
 void hub_reap_doomed(struct hub *h);
 /* Resume the sockets that waited for room on links that have it again. */
 int hub_run_writable(struct hub *h);
-/* Where does the payload of an incoming write go?  iov count, 0 to discard,
- * -1 when the write breaks the protocol (the link is then dropped). */
-int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
-/* The same check for a transport whose NIC already placed the payload
- * (verbs): 1 when the write was in order and within credit, 0 when its
- * socket is gone, -1 when it breaks the protocol. */
-int hub_rx_written(struct link *l, uint32_t imm, uint32_t len);
 /* Keys for [off, off+len) of a pool (registers its chunks on first use). */
 int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
 	      uint32_t *rkey);
@@ -266,7 +242,6 @@ void hsock_wake(struct hsock *s);
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
 void hpoll_close(struct hsock *s);
-int same_ip(const union sockaddr_any *a, const union sockaddr_any *b); /* family and address */
 /* same-node connections (hub_pair.c) */
 int hpair_is_local(struct hub *h, const union sockaddr_any *dst); /* an address of this node? */
 int hpair_join(struct hub *h, struct hsock *c, struct hsock *a);  /* 0, or -1: no room */

@@ -679,8 +679,8 @@ static struct link *link_alloc(struct hub *h, struct xport *xp)
 		free(l);
 		return NULL;
 	}
-	l->id = ++h->next_link_id;
-	l->xp = xp;
+	l->x.id = ++h->next_link_id;
+	l->x.xp = xp;
 	l->next = h->links;
 	h->links = l;
 	return l;
@@ -691,12 +691,12 @@ static struct link *link_start(struct hub *h, struct xport *xp, const union sock
 	struct link *l = link_alloc(h, xp);
 	if (!l)
 		return NULL;
-	l->outgoing = 1;
+	l->x.outgoing = 1;
 	l->state = LINK_CONNECTING;
-	l->peer_addr = *peer;
+	l->x.peer_addr = *peer;
 	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
-	if (xp->ops->link_connect(xp, l, peer) < 0) {
-		hub_link_fail(l, "cannot start the link");
+	if (xp->ops->link_connect(xp, &l->x, peer) < 0) {
+		hub_link_fail(&l->x, "cannot start the link");
 		return NULL;
 	}
 	return l;
@@ -722,7 +722,7 @@ static void fall_to_soft(struct hub *h, struct link *l)
 {
 	struct link *n;
 	int moved = 0;
-	if (l->was_up || !l->outgoing || l->xp != &h->verbs || h->mode != HUB_AUTO)
+	if (l->was_up || !l->x.outgoing || l->x.xp != &h->verbs || h->mode != HUB_AUTO)
 		return;
 	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
 		struct hsock *s = h->socks[sid];
@@ -731,39 +731,40 @@ static void fall_to_soft(struct hub *h, struct link *l)
 	}
 	if (!moved)
 		return;
-	n = link_start(h, &h->soft, &l->peer_addr);
+	n = link_start(h, &h->soft, &l->x.peer_addr);
 	for (uint32_t sid = 1; n && sid < TAG_MAX_SOCKS; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
 			s->link = n;
 	}
 	if (n)
-		log_info("link %u: no verbs path to the peer, link %u tries soft", l->id, n->id);
+		log_info("link %u: no verbs path to the peer, link %u tries soft", l->x.id, n->x.id);
 }
 
-struct link *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
-			       const union sockaddr_any *local)
+struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
+				const union sockaddr_any *local)
 {
 	struct link *l = link_alloc(h, xp);
 	if (!l)
 		return NULL;
 	l->state = LINK_CONNECTING;
-	l->peer_addr = *peer;
-	l->local_addr = *local;
+	l->x.peer_addr = *peer;
+	l->x.local_addr = *local;
 	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
-	return l;
+	return &l->x;
 }
 
-void hub_link_up(struct link *l, uint64_t peer_node)
+void hub_link_up(struct xlink *xl, uint64_t peer_node)
 {
 	struct hub *h = the_hub;
-	l->peer_node = peer_node;
+	struct link *l = link_of(xl);
+	l->x.peer_node = peer_node;
 	l->state = LINK_UP;
 	l->was_up = 1;
 	for (uint32_t i = 0; i < HUB_CTL_RECVS; i++)
-		l->xp->ops->post_recv(l, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
-	log_info("link %u up: peer node %016llx (%s)", l->id, (unsigned long long)peer_node,
-		 l->outgoing ? "outgoing" : "incoming");
+		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
+		 l->x.outgoing ? "outgoing" : "incoming");
 	/* connections that waited for the link */
 	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
 		struct hsock *s = h->socks[sid];
@@ -772,19 +773,20 @@ void hub_link_up(struct link *l, uint64_t peer_node)
 	}
 }
 
-void hub_link_fail(struct link *l, const char *why)
+void hub_link_fail(struct xlink *xl, const char *why)
 {
 	struct hub *h = the_hub;
+	struct link *l = link_of(xl);
 	struct link **pp;
 	if (l->state == LINK_DOWN)
 		return;
 	if (l->state == LINK_UP) {
-		log_warn("link %u to node %016llx dropped: %s", l->id, (unsigned long long)l->peer_node, why);
+		log_warn("link %u to node %016llx dropped: %s", l->x.id, (unsigned long long)l->x.peer_node, why);
 		h->links_dropped++;
 	} else {
-		log_info("link %u not established: %s", l->id, why);
+		log_info("link %u not established: %s", l->x.id, why);
 	}
-	l->xp->ops->link_close(l);
+	l->x.xp->ops->link_close(&l->x);
 	l->state = LINK_DOWN;
 	fall_to_soft(h, l);
 	hub_link_gone(h, l);
@@ -805,9 +807,29 @@ void hub_link_fail(struct link *l, const char *why)
  * sockets are resumed from the main loop (hub_run_writable), never from
  * inside a post, where the socket being posted from may itself be waiting
  * and would post the same bytes twice. */
-void hub_link_writable(struct link *l)
+void hub_link_writable(struct xlink *xl)
 {
-	l->writable = 1;
+	link_of(xl)->writable = 1;
+}
+
+int hub_link_waiting(const struct xlink *xl)
+{
+	return link_of((struct xlink *)xl)->ntxwait != 0;
+}
+
+uint64_t hub_node_id(const struct hub *h)
+{
+	return h->node_id;
+}
+
+const union sockaddr_any *hub_bind_addr(const struct hub *h)
+{
+	return &h->bind_addr;
+}
+
+void hub_count_malformed(struct hub *h)
+{
+	h->malformed++;
 }
 
 int hub_run_writable(struct hub *h)
@@ -841,7 +863,7 @@ void hub_reap_doomed(struct hub *h)
 again:
 	for (l = h->links; l; l = l->next)
 		if (l->doomed && l->state != LINK_DOWN) {
-			hub_link_fail(l, l->doomed);
+			hub_link_fail(&l->x, l->doomed);
 			goto again;
 		}
 }
@@ -853,11 +875,11 @@ static void check_deadlines(struct hub *h)
 	for (l = h->links; l; l = next) {
 		next = l->next;
 		if (l->state == LINK_CONNECTING && now > l->deadline_ms)
-			hub_link_fail(l, "connect timed out");
+			hub_link_fail(&l->x, "connect timed out");
 		/* verbs: a link that sent nothing lately sends a PING, whose
 		 * failure (the queue pair's retries exhausted) drops it; soft
 		 * links have TCP keepalive for that */
-		if (l->state == LINK_UP && !(l->xp->ops->flags & XP_POSITIONAL)) {
+		if (l->state == LINK_UP && !(l->x.xp->ops->flags & XP_POSITIONAL)) {
 			if (l->msgs_tx != l->msgs_tx_seen) {
 				l->msgs_tx_seen = l->msgs_tx;
 				l->ping_ms = now;
@@ -1161,7 +1183,7 @@ struct link *hub_test_link(struct hub *h, struct xport *xp)
 {
 	struct link *l = link_alloc(h, xp);
 	if (l)
-		hub_link_up(l, 2);
+		hub_link_up(&l->x, 2);
 	return l;
 }
 

@@ -23,7 +23,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hub.h"
+#include "xport_hub.h"
+#include "frame.h"
 #include "log.h"
 
 #define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
@@ -44,7 +45,7 @@ struct soft_pend { /* a send completion waiting for its frame to leave */
 struct soft_link {
 	struct hub_ev ev; /* first: epoll data points here */
 	struct soft *sx;
-	struct link *l;
+	struct xlink *l;
 	int fd;
 	int closed, connecting, hello_in, stalled, need_parse;
 	uint32_t events;
@@ -62,6 +63,7 @@ struct soft_link {
 
 struct soft {
 	struct hub *h;
+	struct xport *xp;
 	int lfd;
 	struct hub_ev lev;
 	struct xwc *cq;
@@ -69,7 +71,7 @@ struct soft {
 	struct soft_link *links;
 };
 
-static struct soft_link *SL(struct link *l) { return l->xpriv; }
+static struct soft_link *SL(struct xlink *l) { return l->xpriv; }
 
 static void cq_push(struct soft *sx, const struct xwc *wc)
 {
@@ -141,7 +143,7 @@ static void flush(struct soft_link *sl)
 		sl->ooff = sl->olen = 0;
 	reap_sent(sl);
 	set_events(sl);
-	if (sl->olen - sl->ooff < before && sl->olen - sl->ooff < SOFT_OUT_MAX / 2 && sl->l->ntxwait)
+	if (sl->olen - sl->ooff < before && sl->olen - sl->ooff < SOFT_OUT_MAX / 2 && hub_link_waiting(sl->l))
 		hub_link_writable(sl->l);
 }
 
@@ -210,7 +212,7 @@ static int post_frame(struct soft_link *sl, const struct wire_frame *f, const st
 	return 0;
 }
 
-static int soft_post_write_imm(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
+static int soft_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
 			       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	struct soft_link *sl = SL(l);
@@ -225,7 +227,7 @@ static int soft_post_write_imm(struct link *l, uint64_t wr_id, const struct iove
 	return post_frame(sl, &f, iov, iovcnt, &wc);
 }
 
-static int soft_post_send(struct link *l, uint64_t wr_id, const void *buf, uint32_t len)
+static int soft_post_send(struct xlink *l, uint64_t wr_id, const void *buf, uint32_t len)
 {
 	struct wire_frame f = {.type = FR_SEND, .len = len};
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
@@ -236,7 +238,7 @@ static int soft_post_send(struct link *l, uint64_t wr_id, const void *buf, uint3
 static void send_hello(struct soft_link *sl)
 {
 	struct wire_hello hh = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
-				.node_id = sl->sx->h->node_id, .max_write = WIRE_MAX_WRITE};
+				.node_id = hub_node_id(sl->sx->h), .max_write = WIRE_MAX_WRITE};
 	uint8_t b[WIRE_HELLO_LEN];
 	struct wire_frame f = {.type = FR_HELLO, .len = WIRE_HELLO_LEN};
 	struct iovec iov = {.iov_base = b, .iov_len = sizeof(b)};
@@ -254,7 +256,7 @@ static void parse(struct soft_link *sl)
 		const char *why;
 		const uint8_t *p = sl->in + off, *pay;
 		if (wire_frame_decode(p, &f, &why) < 0) {
-			h->malformed++;
+			hub_count_malformed(h);
 			fail(sl, why);
 			return;
 		}
@@ -264,19 +266,19 @@ static void parse(struct soft_link *sl)
 		if (!sl->hello_in) {
 			struct wire_hello hh;
 			if (f.type != FR_HELLO) {
-				h->malformed++;
+				hub_count_malformed(h);
 				fail(sl, "first frame is not HELLO");
 				return;
 			}
 			if (wire_hello_decode(pay, f.len, &hh, &why) < 0) {
-				h->malformed++;
+				hub_count_malformed(h);
 				fail(sl, why);
 				return;
 			}
 			sl->hello_in = 1;
 			hub_link_up(sl->l, hh.node_id);
 		} else if (f.type == FR_HELLO) {
-			h->malformed++;
+			hub_count_malformed(h);
 			fail(sl, "second HELLO");
 			return;
 		} else if (f.type == FR_WRITE_IMM) {
@@ -285,7 +287,7 @@ static void parse(struct soft_link *sl)
 			if (sl->closed)
 				return;
 			if (n < 0) {
-				h->malformed++;
+				hub_count_malformed(h);
 				fail(sl, "write outside its socket's ring window");
 				return;
 			}
@@ -376,7 +378,7 @@ static void link_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 		flush(sl);
 }
 
-static struct soft_link *sl_new(struct soft *sx, struct link *l, int fd)
+static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 {
 	struct soft_link *sl = calloc(1, sizeof(*sl));
 	int one = 1;
@@ -404,7 +406,7 @@ static struct soft_link *sl_new(struct soft *sx, struct link *l, int fd)
 	return sl;
 }
 
-static int soft_link_connect(struct xport *xp, struct link *l, const union sockaddr_any *peer)
+static int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer)
 {
 	struct soft *sx = xp->priv;
 	socklen_t len = peer->sa.sa_family == AF_INET6 ? sizeof(peer->in6) : sizeof(peer->in);
@@ -417,8 +419,8 @@ static int soft_link_connect(struct xport *xp, struct link *l, const union socka
 		close(fd);
 		return -1;
 	}
-	if (sx->h->bind_addr.sa.sa_family == peer->sa.sa_family) {
-		union sockaddr_any b = sx->h->bind_addr; /* port 0: any */
+	if (hub_bind_addr(sx->h)->sa.sa_family == peer->sa.sa_family) {
+		union sockaddr_any b = *hub_bind_addr(sx->h); /* port 0: any */
 		bind(fd, &b.sa, b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in));
 	}
 	sl->connecting = 1;
@@ -431,7 +433,7 @@ static int soft_link_connect(struct xport *xp, struct link *l, const union socka
 	return 0;
 }
 
-static void soft_link_close(struct link *l)
+static void soft_link_close(struct xlink *l)
 {
 	struct soft_link *sl = SL(l), **pp;
 	struct soft *sx;
@@ -460,7 +462,7 @@ static void soft_link_close(struct link *l)
 	l->xpriv = NULL;
 }
 
-static int soft_post_recv(struct link *l, uint64_t wr_id, void *buf, uint32_t len)
+static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
 {
 	struct soft_link *sl = SL(l);
 	if (!sl || sl->closed)
@@ -512,14 +514,14 @@ static void soft_accept(struct hub *h, struct hub_ev *ev, uint32_t events)
 		union sockaddr_any peer, local;
 		socklen_t pl = sizeof(peer), ll = sizeof(local);
 		struct soft_link *sl;
-		struct link *l;
+		struct xlink *l;
 		int fd = accept4(sx->lfd, &peer.sa, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
 		getsockname(fd, &local.sa, &ll);
 		wire_addr_unmap(&peer);
 		wire_addr_unmap(&local);
-		l = hub_link_accepted(h, &h->soft, &peer, &local);
+		l = hub_link_accepted(h, sx->xp, &peer, &local);
 		if (!l) {
 			close(fd);
 			continue;
@@ -547,9 +549,10 @@ static int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	xp->priv = sx;
 	xp->hub = h;
 	sx->h = h;
-	if (h->bind_addr.sa.sa_family) {
+	sx->xp = xp;
+	if (hub_bind_addr(h)->sa.sa_family) {
 		/* one address only: several hubs may share a namespace */
-		union sockaddr_any b = h->bind_addr;
+		union sockaddr_any b = *hub_bind_addr(h);
 		socklen_t bl = b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in);
 		if (b.sa.sa_family == AF_INET6)
 			b.in6.sin6_port = htons(port);
@@ -564,7 +567,7 @@ static int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	} else {
 		sx->lfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	}
-	if (sx->lfd >= 0 && !h->bind_addr.sa.sa_family) {
+	if (sx->lfd >= 0 && !hub_bind_addr(h)->sa.sa_family) {
 		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		setsockopt(sx->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		if (bind(sx->lfd, (struct sockaddr *)&a6, sizeof(a6)) < 0) {

@@ -69,16 +69,16 @@ int hpair_is_local(struct hub *h, const union sockaddr_any *dst)
 	/* a hub bound to one address (several hubs in one namespace, a node
 	 * each) is that address's node only */
 	if (h->bind_addr.sa.sa_family == AF_INET && h->bind_addr.in.sin_addr.s_addr)
-		return same_ip(&h->bind_addr, dst);
+		return addr_same_ip(&h->bind_addr, dst);
 	if (h->bind_addr.sa.sa_family == AF_INET6 && memcmp(&h->bind_addr.in6.sin6_addr, &in6addr_any, 16))
-		return same_ip(&h->bind_addr, dst);
+		return addr_same_ip(&h->bind_addr, dst);
 	if (dst->sa.sa_family == AF_INET && (ntohl(dst->in.sin_addr.s_addr) >> 24) == 127)
 		return 1;
 	if (dst->sa.sa_family == AF_INET6 && !memcmp(&dst->in6.sin6_addr, lo6, 16))
 		return 1;
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < h->naddrs; i++)
-			if (same_ip(&h->addrs[i], dst))
+			if (addr_same_ip(&h->addrs[i], dst))
 				return 1;
 		/* addresses come and go: look again, at most every 100 ms on a miss */
 		if (pass || hub_now_ms() - h->addrs_ms < 100)

@@ -114,19 +114,24 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			  (unsigned long long)(h->spin_ns / 1000));
 		sb_printf(&s, "\"links\":[");
 		first = 1;
-		for (struct link *l = h->links; l; l = l->next, first = 0)
+		for (struct link *l = h->links; l; l = l->next, first = 0) {
+			struct xlink_info xi;
+			memset(&xi, 0, sizeof(xi));
+			if (l->x.xp->ops->link_info)
+				l->x.xp->ops->link_info(&l->x, &xi);
 			sb_printf(&s, "%s{\"id\":%u,\"peer_node\":\"%016llx\",\"peer\":\"%s\",\"local\":\"%s\","
 				  "\"transport\":\"%s\",\"state\":\"%s\",\"direction\":\"%s\",\"connections\":%u,"
 				  "\"connections_total\":%llu,\"bytes_tx\":%llu,\"bytes_rx\":%llu,"
 				  "\"msgs_tx\":%llu,\"msgs_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
 				  "\"device\":\"%s\",\"device_port\":%d,\"qpn\":%u}",
-				  first ? "" : ",", l->id, (unsigned long long)l->peer_node,
-				  addr_str(&l->peer_addr, a, sizeof(a)), addr_str(&l->local_addr, b, sizeof(b)),
-				  l->xp->ops->name, link_state(l->state), l->outgoing ? "out" : "in", l->conns,
+				  first ? "" : ",", l->x.id, (unsigned long long)l->x.peer_node,
+				  addr_str(&l->x.peer_addr, a, sizeof(a)), addr_str(&l->x.local_addr, b, sizeof(b)),
+				  l->x.xp->ops->name, link_state(l->state), l->x.outgoing ? "out" : "in", l->conns,
 				  (unsigned long long)l->conns_total, (unsigned long long)l->bytes_tx,
 				  (unsigned long long)l->bytes_rx, (unsigned long long)l->msgs_tx,
 				  (unsigned long long)l->msgs_rx, (unsigned long long)l->cq_send,
-				  (unsigned long long)l->cq_recv, l->dev, l->dev_port, l->qpn);
+				  (unsigned long long)l->cq_recv, xi.dev, xi.dev_port, xi.qpn);
+		}
 		sb_printf(&s, "],\"pools\":[");
 		first = 1;
 		for (struct pool *p = h->pools; p; p = p->next, first = 0)
@@ -157,7 +162,7 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 				  "\"bytes_tx\":%llu,\"bytes_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
 				  "\"rx_ring\":%llu,\"tx_ring\":%llu,\"same_node\":%s,\"holders\":[",
 				  first ? "" : ",", sid, x->gen, x->pool ? (unsigned long long)x->pool->id : 0ull,
-				  x->slot, state_str(x->state), x->link ? x->link->id : 0,
+				  x->slot, state_str(x->state), x->link ? x->link->x.id : 0,
 				  x->peer ? tag_imm_sid(x->peer) : 0, addr_str(&x->local, a, sizeof(a)),
 				  addr_str(&x->peer_addr, b, sizeof(b)), (unsigned long long)sock_bytes(x, 1),
 				  (unsigned long long)sock_bytes(x, 0), (unsigned long long)x->cq_send,
@@ -191,8 +196,8 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			  "msgs-tx", "msgs-rx", "cq-send", "cq-recv");
 		for (struct link *l = h->links; l; l = l->next)
 			sb_printf(&s, "%-4u %016llx %-22s %-5s %-10s %6u %7llu %12llu %12llu %10llu %10llu %10llu %10llu\n",
-				  l->id, (unsigned long long)l->peer_node, addr_str(&l->peer_addr, a, sizeof(a)),
-				  l->xp->ops->name, link_state(l->state), l->conns,
+				  l->x.id, (unsigned long long)l->x.peer_node, addr_str(&l->x.peer_addr, a, sizeof(a)),
+				  l->x.xp->ops->name, link_state(l->state), l->conns,
 				  (unsigned long long)l->conns_total, (unsigned long long)l->bytes_tx,
 				  (unsigned long long)l->bytes_rx, (unsigned long long)l->msgs_tx,
 				  (unsigned long long)l->msgs_rx, (unsigned long long)l->cq_send,
@@ -218,7 +223,7 @@ char *hub_stat(struct hub *h, int json, size_t *len)
 			if (x->lp)
 				strcpy(lk, "same");
 			else
-				snprintf(lk, sizeof(lk), "%u", x->link ? x->link->id : 0);
+				snprintf(lk, sizeof(lk), "%u", x->link ? x->link->x.id : 0);
 			sb_printf(&s, "%-6u %-5llu %-12s %-4s %-24s %-24s %12llu %12llu\n", sid,
 				  x->pool ? (unsigned long long)x->pool->id : 0ull, state_str(x->state), lk,
 				  addr_str(&x->local, a, sizeof(a)), addr_str(&x->peer_addr, b, sizeof(b)),

@@ -269,7 +269,7 @@ static int send_ctl(struct link *l, struct wire_ctl *c, uint64_t wr_id)
 	uint8_t buf[WIRE_CTL_LEN];
 	wire_ctl_encode(c, buf);
 	l->msgs_tx++;
-	return l->xp->ops->post_send(l, wr_id | WR_CTL, buf, WIRE_CTL_LEN);
+	return l->x.xp->ops->post_send(&l->x, wr_id | WR_CTL, buf, WIRE_CTL_LEN);
 }
 
 static void send_simple(struct link *l, uint8_t op, uint32_t dst, uint32_t src, uint64_t wr_id)
@@ -292,46 +292,13 @@ static void send_reset(struct hsock *s)
 
 /* ---- connect / listen / accept ---- */
 
-int same_ip(const union sockaddr_any *a, const union sockaddr_any *b)
-{
-	if (a->sa.sa_family != b->sa.sa_family)
-		return 0;
-	if (a->sa.sa_family == AF_INET)
-		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
-	return !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16);
-}
-
-static int is_any(const union sockaddr_any *a)
-{
-	if (a->sa.sa_family == AF_INET)
-		return a->in.sin_addr.s_addr == 0;
-	if (a->sa.sa_family == AF_INET6) {
-		static const struct in6_addr any = IN6ADDR_ANY_INIT;
-		return !memcmp(&a->in6.sin6_addr, &any, 16);
-	}
-	return 1;
-}
-
-static uint16_t port_of(const union sockaddr_any *a)
-{
-	return ntohs(a->sa.sa_family == AF_INET6 ? a->in6.sin6_port : a->in.sin_port);
-}
-
-static void set_port(union sockaddr_any *a, uint16_t port)
-{
-	if (a->sa.sa_family == AF_INET6)
-		a->in6.sin6_port = htons(port);
-	else
-		a->in.sin_port = htons(port);
-}
-
 static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
 {
 	union sockaddr_any hub_addr = *dst;
 	for (struct link *l = h->links; l; l = l->next)
-		if (l->state != LINK_DOWN && same_ip(&l->peer_addr, dst))
+		if (l->state != LINK_DOWN && addr_same_ip(&l->x.peer_addr, dst))
 			return l;
-	set_port(&hub_addr, h->port);
+	addr_set_port(&hub_addr, h->port);
 	return hub_link_new_outgoing(h, &hub_addr);
 }
 
@@ -339,7 +306,7 @@ static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
 static int ring_keys(struct hub *h, struct hsock *s)
 {
 	uint32_t unused;
-	if (s->link->xp->ops->flags & XP_POSITIONAL)
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
 		return 0;
 	if (pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
 	    pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0)
@@ -349,7 +316,7 @@ static int ring_keys(struct hub *h, struct hsock *s)
 
 static uint64_t rx_addr(struct hsock *s)
 {
-	if (s->link->xp->ops->flags & XP_POSITIONAL)
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
 		return 0;
 	return (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off);
 }
@@ -364,10 +331,10 @@ static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct w
 	wire_addr_put(c->addr_a, &c->family, &c->port, &d);
 	src = s->local;
 	wire_addr_unmap(&src);
-	if (is_any(&src) || src.sa.sa_family != c->family) {
-		uint16_t port = port_of(&s->local);
+	if (addr_is_any(&src) || src.sa.sa_family != c->family) {
+		uint16_t port = addr_port(&s->local);
 		src = *via;
-		set_port(&src, port);
+		addr_set_port(&src, port);
 	}
 	{
 		uint8_t fam;
@@ -420,7 +387,7 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 		if (s->link->state != LINK_UP)
 			return 0; /* hub_link_up() comes back here */
 	}
-	connect_ctl(s, &s->link->local_addr, &c);
+	connect_ctl(s, &s->link->x.local_addr, &c);
 	c.ring = (uint32_t)s->rx_size;
 	if (ring_keys(h, s) < 0) {
 		s->state = HS_FALLBACK; /* cannot register: let the kernel carry it */
@@ -445,7 +412,7 @@ int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, i
 	if (backlog > 4096)
 		backlog = 4096;
 	s->backlog = backlog + 1; /* as the kernel: backlog + 1 complete connections */
-	s->lport = port_of(addr);
+	s->lport = addr_port(addr);
 	s->local = *addr;
 	s->evfd = evfd;
 	s->state = HS_LISTENING;
@@ -466,7 +433,7 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 			continue;
 		la = ls->local;
 		wire_addr_unmap(&la);
-		if (is_any(&la) || same_ip(&la, &dst))
+		if (addr_is_any(&la) || addr_same_ip(&la, &dst))
 			return ls;
 	}
 	return NULL;
@@ -750,7 +717,7 @@ static void maybe_finish_close(struct hub *h, struct hsock *s)
 static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n)
 {
 	uint64_t at;
-	if (s->link->xp->ops->flags & XP_POSITIONAL)
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
 		return pos;
 	at = pos & (s->peer_ring - 1);
 	if (*n > s->peer_ring - at)
@@ -788,7 +755,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 			n = WIRE_MAX_WRITE;
 		raddr = target(s, s->tx_posted, &n);
 		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
-		r = l->xp->ops->post_write_imm(l, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr,
+		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr,
 					       s->peer_rkey, s->peer);
 		if (r == -EAGAIN) {
 			txwait(s);
@@ -953,20 +920,20 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 	return s;
 }
 
-int hub_rx_target(struct link *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+int hub_rx_target(struct xlink *xl, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
 {
 	int ret;
-	struct hsock *s = rx_check(the_hub, l, imm, raddr, len, &ret);
+	struct hsock *s = rx_check(the_hub, link_of(xl), imm, raddr, len, &ret);
 	if (!s)
 		return ret;
 	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
 }
 
-int hub_rx_written(struct link *l, uint32_t imm, uint32_t len)
+int hub_rx_written(struct xlink *xl, uint32_t imm, uint32_t len)
 {
 	struct hsock *s = by_imm(the_hub, imm);
 	int ret;
-	rx_check(the_hub, l, imm, s ? s->rx_expect : 0, len, &ret);
+	rx_check(the_hub, link_of(xl), imm, s ? s->rx_expect : 0, len, &ret);
 	return ret;
 }
 
@@ -1008,7 +975,7 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	struct hsock *s;
 	if (wire_ctl_decode(buf, len, &c, &why) < 0) {
 		h->malformed++;
-		hub_link_fail(l, why);
+		hub_link_fail(&l->x, why);
 		return;
 	}
 	l->msgs_rx++;
@@ -1059,7 +1026,7 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	case CTL_CREDIT:
 		if (c.val < s->peer_head || c.val > s->tx_posted) {
 			h->malformed++;
-			hub_link_fail(l, "credit beyond what was sent");
+			hub_link_fail(&l->x, "credit beyond what was sent");
 			return;
 		}
 		s->peer_head = c.val;
@@ -1126,7 +1093,8 @@ void hub_link_gone(struct hub *h, struct link *l)
 void hub_route(struct hub *h, const struct xwc *wc)
 {
 	struct hsock *s;
-	if (wc->link && wc->link->state == LINK_DOWN)
+	struct link *wl = wc->link ? link_of(wc->link) : NULL;
+	if (wl && wl->state == LINK_DOWN)
 		return;
 	switch (wc->op) {
 	case XWC_WRITE:
@@ -1143,8 +1111,8 @@ void hub_route(struct hub *h, const struct xwc *wc)
 		ring_store(&s->as->tx.head, s->tx_done);
 		s->bytes_tx += wc->byte_len;
 		s->cq_send++;
-		wc->link->cq_send++;
-		wc->link->bytes_tx += wc->byte_len;
+		wl->cq_send++;
+		wl->bytes_tx += wc->byte_len;
 		hsock_wake(s);
 		maybe_finish_close(h, s);
 		return;
@@ -1169,19 +1137,19 @@ void hub_route(struct hub *h, const struct xwc *wc)
 		ring_store(&s->as->rx.tail, s->rx_tail);
 		s->bytes_rx += wc->byte_len;
 		s->cq_recv++;
-		wc->link->cq_recv++;
-		wc->link->bytes_rx += wc->byte_len;
-		wc->link->msgs_rx++;
+		wl->cq_recv++;
+		wl->bytes_rx += wc->byte_len;
+		wl->msgs_rx++;
 		hsock_wake(s);
 		return;
 	case XWC_RECV: {
-		struct link *l = wc->link;
+		struct link *l = wl;
 		uint32_t i = (uint32_t)wc->wr_id;
 		uint8_t buf[WIRE_CTL_LEN];
 		if (i >= HUB_CTL_RECVS)
 			return;
 		memcpy(buf, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
-		l->xp->ops->post_recv(l, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
 		hub_ctl_in(h, l, buf, wc->byte_len);
 		return;
 	}

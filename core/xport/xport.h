@@ -10,11 +10,15 @@
  * one file that fills in struct xport_ops (xport_soft.c, ...); the hub never
  * knows which one runs.
  *
- * Transports call back into the hub (hub.h): hub_link_accepted() for a link
- * a peer opened, hub_link_up()/hub_link_down(), hub_rx_target() to learn
- * where the payload of an incoming write belongs (the hub checks the
- * destination socket, its generation and the ring window, like a NIC checks
- * a memory key), and hub_link_writable() when posting may resume.
+ * A transport sees of a link only struct xlink, which the hub's own link
+ * record begins with, and of the hub only the calls in xport_hub.h:
+ * hub_link_accepted() for a link a peer opened, hub_link_up() and
+ * hub_link_fail(), hub_rx_target() to learn where the payload of an
+ * incoming write belongs (the hub checks the destination socket, its
+ * generation and the ring window, like a NIC checks a memory key), and
+ * hub_link_writable() when posting may resume.  What only one transport
+ * knows of a link (a verbs device, port and queue pair number) stays in
+ * its private record and reaches `rshare stat` through link_info.
  */
 #ifndef RSHARE_XPORT_H
 #define RSHARE_XPORT_H
@@ -23,11 +27,28 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "arena.h"
+#include "addr.h"
 
 struct hub;
-struct link;
 struct xport;
+
+/* What a transport sees of a link (the hub's struct link begins with it). */
+struct xlink {
+	uint32_t id;
+	struct xport *xp;
+	void *xpriv;                   /* the transport's own record */
+	int outgoing;                  /* we opened it */
+	uint64_t peer_node;
+	union sockaddr_any peer_addr;  /* the peer hub's address */
+	union sockaddr_any local_addr; /* our end of the link */
+};
+
+/* What `rshare stat` shows of a link beyond the hub's counters. */
+struct xlink_info {
+	char dev[32];  /* verbs: device and port */
+	int dev_port;
+	uint32_t qpn;  /* verbs: our queue pair number */
+};
 
 enum xwc_op { XWC_SEND = 1, XWC_WRITE, XWC_RECV, XWC_RECV_IMM };
 
@@ -37,7 +58,7 @@ struct xwc {
 	enum xwc_op op;
 	uint32_t byte_len;
 	uint32_t imm;        /* XWC_RECV_IMM */
-	struct link *link;
+	struct xlink *link;
 };
 
 /* How a transport names the target of a write with immediate. */
@@ -53,18 +74,20 @@ struct xport_ops {
 	unsigned flags;
 	int (*init)(struct xport *xp, struct hub *hub, uint16_t port);
 	void (*fini)(struct xport *xp);
-	/* Start a link; the transport calls hub_link_up() or hub_link_down(). */
-	int (*link_connect)(struct xport *xp, struct link *l, const union sockaddr_any *peer);
-	void (*link_close)(struct link *l);
+	/* Start a link; the transport calls hub_link_up() or hub_link_fail(). */
+	int (*link_connect)(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
+	void (*link_close)(struct xlink *l);
 	/* remote: the peer may write there (receive rings only) */
 	int (*reg_mr)(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr);
 	void (*dereg_mr)(struct xport *xp, struct xmr *mr);
 	/* 0, or -EAGAIN when the link has no room now (hub_link_writable follows) */
-	int (*post_write_imm)(struct link *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
+	int (*post_write_imm)(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
 			      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
-	int (*post_send)(struct link *l, uint64_t wr_id, const void *buf, uint32_t len);
-	int (*post_recv)(struct link *l, uint64_t wr_id, void *buf, uint32_t len);
+	int (*post_send)(struct xlink *l, uint64_t wr_id, const void *buf, uint32_t len);
+	int (*post_recv)(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len);
 	int (*poll_cq)(struct xport *xp, struct xwc *wc, int max);
+	/* optional: fill what only this transport knows of the link */
+	void (*link_info)(struct xlink *l, struct xlink_info *out);
 };
 
 struct xport {

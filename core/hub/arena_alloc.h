@@ -1,0 +1,20 @@
+/*
+ * arena_alloc.h - the hub's side of an arena: laying out a fresh one, and
+ * allocating ring bytes in it.  The layout itself (arena.h) is shared with
+ * the processes; this allocator's state lives in the hub's memory only.
+ */
+#ifndef RSHARE_ARENA_ALLOC_H
+#define RSHARE_ARENA_ALLOC_H
+
+#include "arena.h"
+
+struct arena_alloc;
+int arena_format(void *base, uint64_t bytes, uint64_t pool_id);
+struct arena_alloc *arena_alloc_new(uint64_t data_off, uint64_t bytes);
+void arena_alloc_free_all(struct arena_alloc *a);
+/* Returns the offset of size bytes (a power of two) or 0 when full. */
+uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
+void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
+uint64_t arena_in_use(const struct arena_alloc *a);
+
+#endif

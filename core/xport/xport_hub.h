@@ -1,0 +1,54 @@
+/*
+ * xport_hub.h - the hub calls meant for transports, and nothing else of
+ * the hub: its event loop (watch a descriptor, free memory after the
+ * current batch), a few facts (node id, bind address), and the link and
+ * data callbacks.  A transport includes this and xport.h, never hub.h;
+ * the hub implements every call here (hub/).
+ */
+#ifndef RSHARE_XPORT_HUB_H
+#define RSHARE_XPORT_HUB_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "xport.h"
+
+struct hub;
+
+#define HUB_CTL_RECVS 256 /* control receives the hub posts on each link */
+
+/* An epoll registration: data.ptr of every event points at one of these. */
+struct hub_ev {
+	void (*fn)(struct hub *h, struct hub_ev *ev, uint32_t events);
+};
+
+/* the event loop; 0 or -1 (errno set) */
+int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
+int hub_rewatch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev);
+void hub_unwatch(struct hub *h, int fd);
+void hub_defer_free(struct hub *h, void *p); /* free(p) after the current batch of events */
+
+/* facts of this hub */
+uint64_t hub_node_id(const struct hub *h);
+const union sockaddr_any *hub_bind_addr(const struct hub *h); /* family 0: any */
+void hub_count_malformed(struct hub *h); /* a peer broke the protocol */
+
+/* links: a link a peer opened (NULL when it cannot be had), its HELLO
+ * came (up), it failed (the hub drops it and resets its connections) */
+struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
+				const union sockaddr_any *local);
+void hub_link_up(struct xlink *l, uint64_t peer_node);
+void hub_link_fail(struct xlink *l, const char *why);
+/* posting may resume; hub_link_waiting: sockets wait for that room */
+void hub_link_writable(struct xlink *l);
+int hub_link_waiting(const struct xlink *l);
+
+/* Where does the payload of an incoming write go?  iov count, 0 to discard,
+ * -1 when the write breaks the protocol (the link is then dropped). */
+int hub_rx_target(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
+/* The same check for a transport whose NIC already placed the payload
+ * (verbs): 1 when the write was in order and within credit, 0 when its
+ * socket is gone, -1 when it breaks the protocol. */
+int hub_rx_written(struct xlink *l, uint32_t imm, uint32_t len);
+
+#endif
