@@ -909,7 +909,12 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 			send_reset(s);
 		return NULL;
 	}
-	if (s->state != HS_ESTABLISHED || !s->as)
+	/* A write for a socket still connecting: the peer accepted, and its
+	 * ACCEPT came before this write on the link but waits in the
+	 * completion queue still (soft parses a whole read at once, verbs
+	 * reaps a batch).  Placed now; the completion, routed after the
+	 * ACCEPT's, finds the socket established. */
+	if (!s->as || (s->state != HS_ESTABLISHED && !(s->state == HS_CONNECTING && s->connect_sent)))
 		return NULL;
 	if (pos != s->rx_expect || pos + len > s->credit_sent + s->rx_size) {
 		*ret = -1; /* out of order or beyond the credit we gave */
