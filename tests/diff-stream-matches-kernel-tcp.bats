@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+# The differential test: randomized socket programs (tests/diff-stream.c,
+# one per seed: several processes and forked children, blocking and
+# nonblocking sockets with poll, select and epoll, writes of 1 B to 4 MiB
+# and writes before reads, server-speaks-first, half-close, close with
+# unread data, SO_LINGER 0, SIGALRM during a blocking read) run once on
+# kernel TCP and once on rshare, and must print the same transcript: the
+# same bytes, in order, the same EOFs and the same errno values.  On
+# rshare both across two nodes (a soft link) and within one node (the
+# same-node path); the stat of the rshare run proves that its connections
+# took rshare.  DIFF_SEEDS sets the seeds (default: the fixed set below,
+# plus every seed kept in tests/diff/regressions).
+
+load lib
+
+setup() {
+	rs_require diff-stream
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+SEEDS_DEFAULT="1 2 3 4 5 6 7 8 9 10 11 12"
+
+seeds() {
+	local s=${DIFF_SEEDS:-$SEEDS_DEFAULT}
+	if [[ -z ${DIFF_SEEDS:-} && -f $BATS_TEST_DIRNAME/diff/regressions ]]; then
+		s="$s $(sed 's/#.*//' "$BATS_TEST_DIRNAME/diff/regressions" | tr '\n' ' ')"
+	fi
+	echo $s
+}
+
+# run_seed NAME SEED SERVER_NS CLIENT_NS ADDR PORT [--rshare]: the sorted
+# transcript of both sides in $RS_TMP/NAME.txt
+run_seed() {
+	local name=$1 seed=$2 sns=$3 cns=$4 addr=$5 port=$6 pre=${7:-}
+	rs_bg "$name-srv" "$sns" $pre "$RS_BIN/diff-stream" -s "$seed" "$port"
+	rs_wait_ready "$name-srv"
+	RS_TIMEOUT=120 rs_exec "$cns" $pre "$RS_BIN/diff-stream" -c "$seed" "$addr" "$port" \
+		>"$RS_TMP/$name-cli.out" 2>"$RS_TMP/$name-cli.err" || true
+	rs_wait_pid "$RS_LASTPID" 30 || true
+	grep -hv '^ready$' "$RS_TMP/$name-srv.out" "$RS_TMP/$name-cli.out" | sort >"$RS_TMP/$name.txt"
+}
+
+# compare SEED KERNEL RSHARE: fail with the program and the difference
+compare() {
+	local seed=$1 a=$RS_TMP/$2.txt b=$RS_TMP/$3.txt
+	if ! diff -u "$a" "$b" >"$RS_TMP/diff-$seed-$3"; then
+		echo "seed $seed: the program" >&2
+		"$RS_BIN/diff-stream" -p "$seed" >&2
+		echo "seed $seed: kernel TCP (-) against rshare (+)" >&2
+		head -n 40 "$RS_TMP/diff-$seed-$3" >&2
+		return 1
+	fi
+	[[ -s $a ]] || { echo "seed $seed: empty transcript" >&2; return 1; }
+}
+
+@test "differential: generated programs do on rshare across nodes what they do on kernel TCP" {
+	local seed port=7300 failed=() n=0
+	for seed in $(seeds); do
+		port=$((port + 2))
+		run_seed "k$seed" "$seed" "$NS_A" "$NS_B" $ADDR_A $port
+		run_seed "r$seed" "$seed" "$NS_A" "$NS_B" $ADDR_A $((port + 1)) --rshare
+		compare "$seed" "k$seed" "r$seed" || failed+=("$seed")
+		n=$((n + $("$RS_BIN/diff-stream" -p "$seed" | grep -c ' connect ')))
+	done
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
+		$b[0] as $B |
+		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
+	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+}
+
+@test "differential: generated programs do on rshare within one node what they do on kernel TCP" {
+	local seed port=7500 failed=() n=0
+	for seed in $(seeds); do
+		port=$((port + 2))
+		run_seed "k$seed" "$seed" "$NS_A" "$NS_A" $ADDR_A $port
+		run_seed "r$seed" "$seed" "$NS_A" "$NS_A" $ADDR_A $((port + 1)) --rshare
+		compare "$seed" "k$seed" "r$seed" || failed+=("$seed")
+		n=$((n + $("$RS_BIN/diff-stream" -p "$seed" | grep -c ' connect ')))
+	done
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
+		$a[0] as $A |
+		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
+	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
+	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+}

@@ -1,0 +1,443 @@
+/*
+ * diff-stream - one randomized socket program, generated from a seed, for
+ * the differential test against kernel TCP (tests/diff-stream-matches-
+ * kernel-tcp.bats).  The same seed run on kernel TCP and on rshare must
+ * print the same transcript.
+ *
+ *   diff-stream -s SEED PORT        the server (prints "ready")
+ *   diff-stream -c SEED ADDR PORT   the client
+ *   diff-stream -p SEED             print the generated program
+ *
+ * From the seed both sides derive the same program: a few connections,
+ * each a list of steps.  The client opens the connections one after the
+ * other (blocking or nonblocking connect), then forks a child for each;
+ * the server forks a child per accepted connection (fork-per-connection),
+ * so several processes and forked children run at once.  Steps:
+ *   data    one side writes N bytes (1 B to 4 MiB, in chunks, so several
+ *           writes come before the reads), blocking or nonblocking with
+ *           poll; the other reads them with read, or nonblocking with
+ *           poll, select or epoll; every byte is checked;
+ *   both    both sides write N bytes before either reads (pipelining);
+ *   intr    the reader blocks in read with nothing coming, a SIGALRM
+ *           without SA_RESTART interrupts it (EINTR), then it sends one
+ *           byte that lets the other side go on;
+ * and each connection ends, after a barrier (one byte each way, so that
+ * nothing is in flight), one way:
+ *   fin     one side shuts down for writing, the other reads EOF, answers
+ *           with N bytes and closes; the first reads them, then EOF;
+ *   unread  one side writes, the other closes with that data unread: the
+ *           writer's next read fails with ECONNRESET;
+ *   linger0 one side closes with SO_LINGER 0: the other's read fails with
+ *           ECONNRESET.
+ * Each side prints one line per step it saw: "cC SS who what", where what
+ * is "ok N", "eof", or an errno name, never a time.  The program that
+ * would deadlock on kernel TCP is never generated.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define MAX_CONNS 4
+#define MAX_STEPS 10
+
+enum { ST_DATA, ST_BOTH, ST_INTR };
+enum { END_FIN, END_UNREAD, END_LINGER0 };
+enum { RD_BLOCK, RD_POLL, RD_SELECT, RD_EPOLL, RD_NMODES };
+static const char *const rd_name[] = {"read", "poll", "select", "epoll"};
+static const char *const st_name[] = {"data", "both", "intr"};
+static const char *const end_name[] = {"fin", "unread", "linger0"};
+
+struct step {
+	int kind, from;  /* from: 0 client, 1 server (the writer, or the reader for intr) */
+	uint32_t n, chunk;
+	int rmode, wnonblock;
+};
+
+struct conn {
+	int nsteps, end, end_from, nb_connect;
+	uint32_t end_n;
+	struct step st[MAX_STEPS];
+};
+
+struct prog {
+	int nconns;
+	struct conn c[MAX_CONNS];
+};
+
+static uint64_t rnd(uint64_t *s, uint64_t n) { return t_splitmix(s) % n; }
+
+/* sizes from 1 B to 4 MiB, small ones as likely as large ones */
+static uint32_t rnd_size(uint64_t *s, uint32_t max)
+{
+	uint32_t bits = (uint32_t)rnd(s, 23), v = (uint32_t)(t_splitmix(s) & ((1u << bits) - 1)) + 1;
+	return v > max ? max : v;
+}
+
+static void gen_step(uint64_t *s, struct step *st, int first, int speak_first)
+{
+	uint64_t k = rnd(s, 10);
+	st->kind = k < 6 ? ST_DATA : k < 8 ? ST_BOTH : ST_INTR;
+	st->from = first && speak_first ? 1 : (int)rnd(s, 2);
+	if (first && speak_first)
+		st->kind = ST_DATA;
+	/* both sides write before reading: keep it within what kernel TCP
+	 * buffers without a reader (and what the rings hold today) */
+	st->n = st->kind == ST_BOTH ? rnd_size(s, 96 << 10) : rnd_size(s, 4u << 20);
+	st->chunk = rnd_size(s, st->n);
+	if (st->chunk < st->n / 512) /* at most 512 writes a step */
+		st->chunk = st->n / 512;
+	st->rmode = (int)rnd(s, RD_NMODES);
+	st->wnonblock = (int)rnd(s, 2);
+}
+
+static void gen(uint64_t seed, struct prog *p)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+	p->nconns = 1 + (int)rnd(&s, MAX_CONNS);
+	for (int i = 0; i < p->nconns; i++) {
+		struct conn *c = &p->c[i];
+		int speak_first = rnd(&s, 3) == 0;
+		c->nsteps = 1 + (int)rnd(&s, MAX_STEPS - 1);
+		for (int j = 0; j < c->nsteps; j++)
+			gen_step(&s, &c->st[j], j == 0, speak_first);
+		c->end = (int)rnd(&s, 3);
+		c->end_from = (int)rnd(&s, 2);
+		c->end_n = rnd_size(&s, 16 << 10); /* unread: within the first window */
+		c->nb_connect = (int)rnd(&s, 2);
+	}
+}
+
+static void print_prog(const struct prog *p)
+{
+	for (int i = 0; i < p->nconns; i++) {
+		const struct conn *c = &p->c[i];
+		printf("c%d connect %s\n", i, c->nb_connect ? "nonblocking" : "blocking");
+		for (int j = 0; j < c->nsteps; j++) {
+			const struct step *st = &c->st[j];
+			printf("c%d %02d %s from %s n=%u chunk=%u %s %s\n", i, j, st_name[st->kind],
+			       st->from ? "server" : "client", st->n, st->chunk, rd_name[st->rmode],
+			       st->wnonblock ? "nbwrite" : "write");
+		}
+		printf("c%d end %s by %s n=%u\n", i, end_name[c->end], c->end_from ? "server" : "client", c->end_n);
+	}
+}
+
+/* ---- one side of a connection ---- */
+
+static int side, conn_i; /* 0 client, 1 server */
+static uint64_t seed_g;
+
+static void say(int step, const char *what, long v)
+{
+	if (v >= 0)
+		printf("c%d %02d %s %s %ld\n", conn_i, step, side ? "server" : "client", what, v);
+	else
+		printf("c%d %02d %s %s\n", conn_i, step, side ? "server" : "client", what);
+	fflush(stdout);
+}
+
+static const char *ename(int e)
+{
+	switch (e) {
+	case EINTR: return "EINTR";
+	case ECONNRESET: return "ECONNRESET";
+	case EPIPE: return "EPIPE";
+	case EAGAIN: return "EAGAIN";
+	case ENOTCONN: return "ENOTCONN";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	default: return "EOTHER";
+	}
+}
+
+static void set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+/* Wait until fd is ready for ev (POLLIN or POLLOUT) the way mode says;
+ * 10 s at most (a hang is a divergence, reported as ETIMEDOUT). */
+static int wait_ready(int fd, int mode, short ev)
+{
+	if (mode == RD_SELECT) {
+		fd_set s;
+		struct timeval tv = {10, 0};
+		FD_ZERO(&s);
+		FD_SET(fd, &s);
+		return select(fd + 1, ev == POLLIN ? &s : NULL, ev == POLLOUT ? &s : NULL, NULL, &tv) == 1 ? 0 : -1;
+	}
+	if (mode == RD_EPOLL) {
+		struct epoll_event e = {.events = ev == POLLIN ? EPOLLIN : EPOLLOUT}, got;
+		int ep = epoll_create1(0), n;
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+		n = epoll_wait(ep, &got, 1, 10000);
+		close(ep);
+		return n == 1 ? 0 : -1;
+	}
+	struct pollfd p = {.fd = fd, .events = ev};
+	return poll(&p, 1, 10000) == 1 ? 0 : -1;
+}
+
+/* stream positions per direction, so every byte is checked */
+static uint64_t pos_tx, pos_rx;
+static uint64_t dir_seed(int from) { return seed_g * 131 + (uint64_t)conn_i * 2 + (uint64_t)from; }
+
+static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
+{
+	static uint8_t buf[1 << 16];
+	uint32_t done = 0;
+	set_nonblock(fd, nb);
+	while (done < n) {
+		uint32_t want = n - done < chunk ? n - done : chunk;
+		ssize_t w;
+		if (want > sizeof(buf))
+			want = sizeof(buf);
+		t_stream_fill(dir_seed(side), pos_tx, buf, want);
+		w = write(fd, buf, want);
+		if (w < 0 && errno == EAGAIN && nb && wait_ready(fd, RD_POLL, POLLOUT) == 0)
+			continue;
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		done += (uint32_t)w;
+		pos_tx += (uint64_t)w;
+	}
+	set_nonblock(fd, 0);
+	return (int)done;
+}
+
+/* Read n bytes (all of them checked); n, or the count before EOF as a
+ * negative number - 1000000000, or -errno. */
+static long do_read(int fd, uint32_t n, int mode)
+{
+	static uint8_t buf[1 << 16];
+	uint32_t done = 0;
+	set_nonblock(fd, mode != RD_BLOCK);
+	while (done < n) {
+		uint32_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ssize_t r;
+		if (mode != RD_BLOCK && wait_ready(fd, mode, POLLIN) < 0) {
+			set_nonblock(fd, 0);
+			return -ETIMEDOUT;
+		}
+		r = read(fd, buf, want);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r < 0) {
+			set_nonblock(fd, 0);
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		if (t_stream_check(dir_seed(!side), pos_rx, buf, (size_t)r) >= 0) {
+			set_nonblock(fd, 0);
+			return -EBADMSG;
+		}
+		done += (uint32_t)r;
+		pos_rx += (uint64_t)r;
+	}
+	set_nonblock(fd, 0);
+	return done;
+}
+
+static void report_read(int step, long r, uint32_t want)
+{
+	if (r == -EBADMSG)
+		say(step, "CORRUPT", -1);
+	else if (r < 0)
+		say(step, ename((int)-r), -1);
+	else if ((uint32_t)r < want)
+		say(step, "short-then-eof", r);
+	else
+		say(step, "ok", r);
+}
+
+static void on_alarm(int sig) { (void)sig; }
+
+static void step_intr(int fd, int step, const struct step *st)
+{
+	char b = 1;
+	if (side == st->from) {
+		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+		struct itimerval it = {.it_value = {0, 100000}};
+		ssize_t r;
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+		r = read(fd, &b, 1);
+		say(step, r < 0 ? ename(errno) : "data", -1);
+		b = 1;
+		(void)!write(fd, &b, 1);
+	} else {
+		ssize_t r;
+		while ((r = read(fd, &b, 1)) < 0 && errno == EINTR)
+			;
+		say(step, r == 1 ? "go" : r == 0 ? "eof" : ename(errno), -1);
+	}
+}
+
+static void run_step(int fd, int step, const struct step *st)
+{
+	if (st->kind == ST_INTR) {
+		step_intr(fd, step, st);
+		return;
+	}
+	if (st->kind == ST_BOTH) {
+		int w = do_write(fd, st->n, st->chunk, st->wnonblock);
+		if (w < 0)
+			say(step, ename(-w), -1);
+		report_read(step, do_read(fd, st->n, st->rmode), st->n);
+		return;
+	}
+	if (side == st->from) {
+		int w = do_write(fd, st->n, st->chunk, st->wnonblock);
+		say(step, w < 0 ? ename(-w) : "sent", w < 0 ? -1 : w);
+	} else {
+		report_read(step, do_read(fd, st->n, st->rmode), st->n);
+	}
+}
+
+static void run_end(int fd, const struct conn *c)
+{
+	int me = side == c->end_from;
+	char b = 1;
+	/* a barrier first: each side has read all it was sent, so that what
+	 * the end does next (a reset above all) finds nothing in flight */
+	if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1)
+		say(89, "barrier-failed", -1);
+	if (c->end == END_FIN) {
+		if (me) {
+			shutdown(fd, SHUT_WR);
+			report_read(90, do_read(fd, c->end_n, RD_BLOCK), c->end_n);
+			say(91, read(fd, &b, 1) == 0 ? "eof" : "not-eof", -1);
+		} else {
+			say(90, read(fd, &b, 1) == 0 ? "eof" : "not-eof", -1);
+			do_write(fd, c->end_n, c->end_n, 0);
+		}
+	} else if (c->end == END_UNREAD) {
+		if (me) {
+			ssize_t r;
+			do_write(fd, c->end_n, c->end_n, 0);
+			r = read(fd, &b, 1);
+			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
+		} else {
+			wait_ready(fd, RD_POLL, POLLIN);
+			say(90, "close-unread", -1);
+		}
+	} else {
+		if (me) {
+			ssize_t r = read(fd, &b, 1);
+			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
+		} else {
+			struct linger lg = {1, 0};
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			say(90, "close-linger0", -1);
+		}
+	}
+	close(fd);
+}
+
+static void run_conn(int fd, const struct conn *c)
+{
+	signal(SIGPIPE, SIG_IGN);
+	for (int j = 0; j < c->nsteps; j++)
+		run_step(fd, j, &c->st[j]);
+	run_end(fd, c);
+	_exit(0);
+}
+
+/* ---- the two programs ---- */
+
+static int server(const struct prog *p, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	side = 1;
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
+		t_die("server: %s", strerror(errno));
+	printf("ready\n");
+	fflush(stdout);
+	for (conn_i = 0; conn_i < p->nconns; conn_i++) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			t_die("accept: %s", strerror(errno));
+		if (fork() == 0) {
+			close(lfd);
+			run_conn(fd, &p->c[conn_i]);
+		}
+		close(fd);
+	}
+	while (wait(NULL) > 0)
+		;
+	return 0;
+}
+
+static int open_conn(const struct sockaddr_in *a, int nb)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0), err = 0;
+	socklen_t el = sizeof(err);
+	if (connect(fd, (const struct sockaddr *)a, sizeof(*a)) == 0)
+		return fd;
+	if (!nb || errno != EINPROGRESS || wait_ready(fd, RD_POLL, POLLOUT) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err)
+		t_die("connect: %s", strerror(err ? err : errno));
+	set_nonblock(fd, 0);
+	return fd;
+}
+
+static int client(const struct prog *p, const char *addr, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fds[MAX_CONNS], st, bad = 0;
+	side = 0;
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		t_die("bad address %s", addr);
+	for (int i = 0; i < p->nconns; i++)
+		fds[i] = open_conn(&a, p->c[i].nb_connect);
+	for (conn_i = 0; conn_i < p->nconns; conn_i++)
+		if (fork() == 0) {
+			for (int i = 0; i < p->nconns; i++)
+				if (i != conn_i)
+					close(fds[i]);
+			run_conn(fds[conn_i], &p->c[conn_i]);
+		}
+	for (int i = 0; i < p->nconns; i++)
+		close(fds[i]);
+	while (wait(&st) > 0)
+		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	struct prog p;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 3)
+		seed_g = strtoull(argv[2], NULL, 0);
+	gen(seed_g, &p);
+	if (argc == 3 && !strcmp(argv[1], "-p")) {
+		print_prog(&p);
+		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "-s"))
+		return server(&p, atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "-c"))
+		return client(&p, argv[3], atoi(argv[4]));
+	fprintf(stderr, "usage: diff-stream -s SEED PORT | -c SEED ADDR PORT | -p SEED\n");
+	return 2;
+}
