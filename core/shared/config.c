@@ -1,17 +1,17 @@
 /*
  * config.c - reading rshare.conf(5) and the RSHARE_* variables, and the
- * rules that choose rshare or kernel TCP for a socket.
+ * library's question whether a socket uses rshare (cfg_use_rshare).
  *
  * Runs inside the preload library: no allocation, no stdio, no locale;
  * files are read with raw system calls (sys.h) so that nothing lands in
- * the interposer.
+ * the interposer.  A line is cut into words and its key looked up in a
+ * table of setters, one per key; `use` lines are rules, parsed and
+ * matched in config_rule.c (config_int.h between).
  */
-#include "config.h"
+#include "config_int.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@ static int is_digit(char c)
 }
 
 /* Append formatted pieces to ERR: only %s and %d. */
-static void err_set(char *err, size_t len, const char *fmt, ...)
+void cfg_err_set(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	size_t n = 0;
@@ -70,7 +70,7 @@ static void err_set(char *err, size_t len, const char *fmt, ...)
 }
 
 /* Decimal digits only, at most MAX. */
-static int parse_uint(const char *s, const char **end, unsigned long max, unsigned long *out)
+int cfg_parse_uint(const char *s, const char **end, unsigned long max, unsigned long *out)
 {
 	unsigned long v = 0;
 	const char *p = s;
@@ -90,7 +90,7 @@ int cfg_parse_size(const char *s, uint32_t *out)
 {
 	unsigned long v, mult = 1;
 	const char *e;
-	if (!s || parse_uint(s, &e, 1ul << 30, &v) < 0)
+	if (!s || cfg_parse_uint(s, &e, 1ul << 30, &v) < 0)
 		return -1;
 	if (*e == 'k' || *e == 'K')
 		mult = 1024, e++;
@@ -113,7 +113,7 @@ int cfg_parse_port(const char *s, int *out)
 {
 	unsigned long v;
 	const char *e;
-	if (!s || parse_uint(s, &e, 65535, &v) < 0 || *e || v == 0)
+	if (!s || cfg_parse_uint(s, &e, 65535, &v) < 0 || *e || v == 0)
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -123,7 +123,7 @@ int cfg_parse_spin(const char *s, int *out)
 {
 	unsigned long v;
 	const char *e;
-	if (!s || parse_uint(s, &e, 100000, &v) < 0 || *e)
+	if (!s || cfg_parse_uint(s, &e, 100000, &v) < 0 || *e)
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -145,80 +145,6 @@ int cfg_parse_transport(const char *s)
 	return s && (!strcmp(s, "auto") || !strcmp(s, "verbs") || !strcmp(s, "soft")) ? 0 : -1;
 }
 
-/* ---- rule addresses: *, ADDR[/PREFIX], each optionally :PORT[-PORT] ---- */
-
-static int parse_ports(const char *s, struct cfg_rule *r)
-{
-	unsigned long lo, hi;
-	const char *e;
-	if (!strcmp(s, "*")) {
-		r->port_lo = 0;
-		r->port_hi = 65535;
-		return 0;
-	}
-	if (parse_uint(s, &e, 65535, &lo) < 0)
-		return -1;
-	hi = lo;
-	if (*e == '-' && parse_uint(e + 1, &e, 65535, &hi) < 0)
-		return -1;
-	if (*e || hi < lo)
-		return -1;
-	r->port_lo = (uint16_t)lo;
-	r->port_hi = (uint16_t)hi;
-	return 0;
-}
-
-static int parse_rule_addr(const char *s, struct cfg_rule *r)
-{
-	char host[64];
-	const char *p = s, *ports = NULL, *hend;
-	unsigned long prefix;
-	r->port_lo = 0;
-	r->port_hi = 65535;
-	r->family = 0;
-	r->prefix = 0;
-	if (*p == '*') {
-		p++;
-		if (*p == ':')
-			return parse_ports(p + 1, r);
-		return *p ? -1 : 0;
-	}
-	if (*p == '[') {
-		hend = strchr(p, ']');
-		if (!hend || (size_t)(hend - p - 1) >= sizeof(host))
-			return -1;
-		memcpy(host, p + 1, hend - p - 1);
-		host[hend - p - 1] = 0;
-		if (inet_pton(AF_INET6, host, r->addr) != 1)
-			return -1;
-		r->family = AF_INET6;
-		p = hend + 1;
-	} else {
-		hend = p;
-		while (*hend && *hend != '/' && *hend != ':')
-			hend++;
-		if ((size_t)(hend - p) >= sizeof(host) || hend == p)
-			return -1;
-		memcpy(host, p, hend - p);
-		host[hend - p] = 0;
-		if (inet_pton(AF_INET, host, r->addr) != 1)
-			return -1;
-		r->family = AF_INET;
-		p = hend;
-	}
-	r->prefix = r->family == AF_INET ? 32 : 128;
-	if (*p == '/') {
-		if (parse_uint(p + 1, &p, r->prefix, &prefix) < 0)
-			return -1;
-		r->prefix = (uint8_t)prefix;
-	}
-	if (*p == ':')
-		ports = p + 1;
-	else if (*p)
-		return -1;
-	return ports ? parse_ports(ports, r) : 0;
-}
-
 /* ---- the file ---- */
 
 const char *cfg_path(void)
@@ -234,10 +160,11 @@ static void cfg_reset(struct cfg *c)
 	c->spin_us = -1;
 }
 
-/* One line, comments and ends trimmed; 0, or -1 with the problem in ERR. */
-static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t errlen)
+/* Cut LINE at its comment and into at most 6 words (TOK, NUL-ended in
+ * place); *REST gets what is left past them, spaces skipped. */
+static int split_words(char *line, char *tok[8], char **rest)
 {
-	char *tok[8], *p = line, *key, *val;
+	char *p = line;
 	int ntok = 0;
 	char *hash = strchr(line, '#');
 	if (hash)
@@ -255,121 +182,139 @@ static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t e
 	}
 	while (is_space(*p))
 		p++;
+	*rest = p;
+	return ntok;
+}
+
+/* key = value, key=value and key value are all fine: the key in TOK[0],
+ * the value (if any) in TOK[1].  Returns the new number of words. */
+static int split_eq(char *tok[8], int ntok)
+{
+	char *eq = strchr(tok[0], '=');
+	if (eq) {
+		*eq = 0;
+		if (eq[1]) {
+			for (int i = ntok; i > 1; i--)
+				tok[i] = tok[i - 1];
+			tok[1] = eq + 1;
+			ntok++;
+		}
+	} else if (ntok > 1 && !strcmp(tok[1], "=")) {
+		for (int i = 1; i + 1 < ntok; i++)
+			tok[i] = tok[i + 1];
+		ntok--;
+	} else if (ntok > 1 && tok[1][0] == '=') {
+		tok[1]++;
+	}
+	return ntok;
+}
+
+/* ---- one setter per key: 0, or -1 with the problem in ERR ---- */
+
+static int set_transport(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_transport(val) < 0) {
+		cfg_err_set(err, errlen, "transport: '%s' is not auto, verbs or soft", val);
+		return -1;
+	}
+	strcpy(c->transport, val);
+	return 0;
+}
+
+static int set_port(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_port(val, &c->port) < 0) {
+		cfg_err_set(err, errlen, "port: '%s' is not a port (1-65535)", val);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_log(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_log(val, &c->log) < 0) {
+		cfg_err_set(err, errlen, "log: '%s' is not error, warn, info or debug", val);
+		return -1;
+	}
+	return 0;
+}
+
+/* rcvbuf and sndbuf */
+static int set_size(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	if (cfg_parse_size(val, key[0] == 'r' ? &c->rcvbuf : &c->sndbuf) < 0) {
+		cfg_err_set(err, errlen, "%s: '%s' is not a size from 4K to 4M", key, val);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_spin(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_spin(val, &c->spin_us) < 0) {
+		cfg_err_set(err, errlen, "spin_us: '%s' is not a number of microseconds (0-100000)", val);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_hub(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (val[0] != '/' || strlen(val) >= sizeof(c->hub)) {
+		cfg_err_set(err, errlen, "hub: '%s' is not an absolute path", val);
+		return -1;
+	}
+	strcpy(c->hub, val);
+	return 0;
+}
+
+/* the keys that take one value (`use` lines are rules: config_rule.c) */
+static const struct cfg_key {
+	const char *name;
+	int (*set)(struct cfg *c, const char *key, const char *val, char *err, size_t errlen);
+} cfg_keys[] = {
+	{"transport", set_transport},
+	{"port", set_port},
+	{"log", set_log},
+	{"rcvbuf", set_size},
+	{"sndbuf", set_size},
+	{"hub", set_hub},
+	{"spin_us", set_spin},
+};
+
+/* One line, comments and ends trimmed; 0, or -1 with the problem in ERR. */
+static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t errlen)
+{
+	char *tok[8], *p, *key;
+	const struct cfg_key *k = NULL;
+	int ntok = split_words(line, tok, &p);
 	if (ntok == 0)
 		return 0;
+	ntok = split_eq(tok, ntok);
 	key = tok[0];
-	/* key = value, key=value and key value are all fine */
-	{
-		char *eq = strchr(key, '=');
-		if (eq) {
-			*eq = 0;
-			if (eq[1]) {
-				for (int i = ntok; i > 1; i--)
-					tok[i] = tok[i - 1];
-				tok[1] = eq + 1;
-				ntok++;
-			}
-		} else if (ntok > 1 && !strcmp(tok[1], "=")) {
-			for (int i = 1; i + 1 < ntok; i++)
-				tok[i] = tok[i + 1];
-			ntok--;
-		} else if (ntok > 1 && tok[1][0] == '=') {
-			tok[1]++;
-		}
-	}
-	if (!strcmp(key, "use")) {
-		struct cfg_rule *r;
-		if (ntok != 5 || *p) {
-			err_set(err, errlen, "use: want 'use rshare|tcp listen|connect|both PROGRAM "
-					     "ADDRESS[/PREFIX][:PORT[-PORT]]'");
-			return -1;
-		}
-		if (c->nrules >= CFG_MAX_RULES) {
-			err_set(err, errlen, "too many rules (at most %d)", CFG_MAX_RULES);
-			return -1;
-		}
-		r = &c->rule[c->nrules];
-		memset(r, 0, sizeof(*r));
-		r->line = lineno;
-		if (!strcmp(tok[1], "rshare"))
-			r->use = CFG_RSHARE;
-		else if (!strcmp(tok[1], "tcp"))
-			r->use = CFG_TCP;
-		else {
-			err_set(err, errlen, "use: '%s' is not rshare or tcp", tok[1]);
-			return -1;
-		}
-		if (!strcmp(tok[2], "listen"))
-			r->ops = CFG_LISTEN;
-		else if (!strcmp(tok[2], "connect"))
-			r->ops = CFG_CONNECT;
-		else if (!strcmp(tok[2], "both"))
-			r->ops = CFG_LISTEN | CFG_CONNECT;
-		else {
-			err_set(err, errlen, "use: '%s' is not listen, connect or both", tok[2]);
-			return -1;
-		}
-		if (strlen(tok[3]) >= sizeof(r->prog)) {
-			err_set(err, errlen, "use: program pattern '%s' is too long", tok[3]);
-			return -1;
-		}
-		strcpy(r->prog, tok[3]);
-		if (parse_rule_addr(tok[4], r) < 0) {
-			err_set(err, errlen, "use: bad address '%s' (want *, ADDRESS[/PREFIX], each with an "
-					     "optional :PORT or :PORT-PORT)", tok[4]);
-			return -1;
-		}
-		c->nrules++;
-		return 0;
-	}
-	if (strcmp(key, "transport") && strcmp(key, "port") && strcmp(key, "log") && strcmp(key, "rcvbuf") &&
-	    strcmp(key, "sndbuf") && strcmp(key, "hub") && strcmp(key, "spin_us")) {
-		err_set(err, errlen, "unknown key '%s'", key);
+	if (!strcmp(key, "use"))
+		return cfg_parse_use(c, tok, ntok, p, lineno, err, errlen);
+	for (size_t i = 0; i < sizeof(cfg_keys) / sizeof(cfg_keys[0]) && !k; i++)
+		if (!strcmp(key, cfg_keys[i].name))
+			k = &cfg_keys[i];
+	if (!k) {
+		cfg_err_set(err, errlen, "unknown key '%s'", key);
 		return -1;
 	}
 	if (ntok < 2 || !*tok[1]) {
-		err_set(err, errlen, "missing value for '%s'", key);
+		cfg_err_set(err, errlen, "missing value for '%s'", key);
 		return -1;
 	}
 	if (ntok > 2 || *p) {
-		err_set(err, errlen, "%s: one value only, '%s' is one too many", key, ntok > 2 ? tok[2] : p);
+		cfg_err_set(err, errlen, "%s: one value only, '%s' is one too many", key, ntok > 2 ? tok[2] : p);
 		return -1;
 	}
-	val = tok[1];
-	if (!strcmp(key, "transport")) {
-		if (cfg_parse_transport(val) < 0) {
-			err_set(err, errlen, "transport: '%s' is not auto, verbs or soft", val);
-			return -1;
-		}
-		strcpy(c->transport, val);
-	} else if (!strcmp(key, "port")) {
-		if (cfg_parse_port(val, &c->port) < 0) {
-			err_set(err, errlen, "port: '%s' is not a port (1-65535)", val);
-			return -1;
-		}
-	} else if (!strcmp(key, "log")) {
-		if (cfg_parse_log(val, &c->log) < 0) {
-			err_set(err, errlen, "log: '%s' is not error, warn, info or debug", val);
-			return -1;
-		}
-	} else if (!strcmp(key, "rcvbuf") || !strcmp(key, "sndbuf")) {
-		if (cfg_parse_size(val, key[0] == 'r' ? &c->rcvbuf : &c->sndbuf) < 0) {
-			err_set(err, errlen, "%s: '%s' is not a size from 4K to 4M", key, val);
-			return -1;
-		}
-	} else if (!strcmp(key, "spin_us")) {
-		if (cfg_parse_spin(val, &c->spin_us) < 0) {
-			err_set(err, errlen, "spin_us: '%s' is not a number of microseconds (0-100000)", val);
-			return -1;
-		}
-	} else {
-		if (val[0] != '/' || strlen(val) >= sizeof(c->hub)) {
-			err_set(err, errlen, "hub: '%s' is not an absolute path", val);
-			return -1;
-		}
-		strcpy(c->hub, val);
-	}
-	return 0;
+	return k->set(c, key, tok[1], err, errlen);
 }
 
 static const char *errno_text(int e)
@@ -398,12 +343,12 @@ static int finish_line(struct reader *r)
 	char why[CFG_LINE_MAX + 128];
 	r->line[r->len] = 0;
 	if (r->toolong) {
-		err_set(r->err, r->errlen, "%s:%d: line longer than %d bytes", r->path, r->lineno,
+		cfg_err_set(r->err, r->errlen, "%s:%d: line longer than %d bytes", r->path, r->lineno,
 			CFG_LINE_MAX - 1);
 		return -1;
 	}
 	if (parse_line(r->c, r->line, r->lineno, why, sizeof(why)) < 0) {
-		err_set(r->err, r->errlen, "%s:%d: %s", r->path, r->lineno, why);
+		cfg_err_set(r->err, r->errlen, "%s:%d: %s", r->path, r->lineno, why);
 		return -1;
 	}
 	r->len = 0;
@@ -428,7 +373,7 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
 		int e = errno;
 		if (e == ENOENT && !strcmp(path, CFG_DEFAULT_PATH))
 			return 0;
-		err_set(err, errlen, "%s: %s", path, errno_text(e));
+		cfg_err_set(err, errlen, "%s: %s", path, errno_text(e));
 		return -1;
 	}
 	if (strlen(path) < sizeof(out->path))
@@ -444,7 +389,7 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			err_set(err, errlen, "%s: %s", path, errno_text(errno));
+			cfg_err_set(err, errlen, "%s: %s", path, errno_text(errno));
 			ret = -1;
 			goto done;
 		}
@@ -457,7 +402,7 @@ int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen)
 					goto done;
 				}
 			} else if (buf[i] == 0) {
-				err_set(err, errlen, "%s:%d: a NUL byte: not a text file", path, r.lineno);
+				cfg_err_set(err, errlen, "%s:%d: a NUL byte: not a text file", path, r.lineno);
 				ret = -1;
 				goto done;
 			} else if (r.len + 1 < sizeof(r.line)) {
@@ -480,116 +425,39 @@ int cfg_env(struct cfg *c, char *err, size_t errlen)
 	const char *v;
 	if ((v = getenv("RSHARE_TRANSPORT")) && *v) {
 		if (cfg_parse_transport(v) < 0) {
-			err_set(err, errlen, "RSHARE_TRANSPORT: '%s' is not auto, verbs or soft", v);
+			cfg_err_set(err, errlen, "RSHARE_TRANSPORT: '%s' is not auto, verbs or soft", v);
 			return -1;
 		}
 		strcpy(c->transport, v);
 	}
 	if ((v = getenv("RSHARE_PORT")) && *v && cfg_parse_port(v, &c->port) < 0) {
-		err_set(err, errlen, "RSHARE_PORT: '%s' is not a port (1-65535)", v);
+		cfg_err_set(err, errlen, "RSHARE_PORT: '%s' is not a port (1-65535)", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_LOG")) && *v && cfg_parse_log(v, &c->log) < 0) {
-		err_set(err, errlen, "RSHARE_LOG: '%s' is not error, warn, info or debug", v);
+		cfg_err_set(err, errlen, "RSHARE_LOG: '%s' is not error, warn, info or debug", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_RCVBUF")) && *v && cfg_parse_size(v, &c->rcvbuf) < 0) {
-		err_set(err, errlen, "RSHARE_RCVBUF: '%s' is not a size from 4K to 4M", v);
+		cfg_err_set(err, errlen, "RSHARE_RCVBUF: '%s' is not a size from 4K to 4M", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_SNDBUF")) && *v && cfg_parse_size(v, &c->sndbuf) < 0) {
-		err_set(err, errlen, "RSHARE_SNDBUF: '%s' is not a size from 4K to 4M", v);
+		cfg_err_set(err, errlen, "RSHARE_SNDBUF: '%s' is not a size from 4K to 4M", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_SPIN_US")) && *v && cfg_parse_spin(v, &c->spin_us) < 0) {
-		err_set(err, errlen, "RSHARE_SPIN_US: '%s' is not a number of microseconds (0-100000)", v);
+		cfg_err_set(err, errlen, "RSHARE_SPIN_US: '%s' is not a number of microseconds (0-100000)", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_HUB")) && *v) {
 		if (strlen(v) >= sizeof(c->hub)) {
-			err_set(err, errlen, "RSHARE_HUB: the path is too long");
+			cfg_err_set(err, errlen, "RSHARE_HUB: the path is too long");
 			return -1;
 		}
 		strcpy(c->hub, v);
 	}
 	return 0;
-}
-
-/* ---- rules ---- */
-
-/* * any run of characters, ? one character, anything else itself */
-static int glob_match(const char *pat, const char *s)
-{
-	const char *star = NULL, *resume = NULL;
-	while (*s) {
-		if (*pat == '*') {
-			star = pat++;
-			resume = s;
-		} else if (*pat == '?' || *pat == *s) {
-			pat++;
-			s++;
-		} else if (star) {
-			pat = star + 1;
-			s = ++resume;
-		} else {
-			return 0;
-		}
-	}
-	while (*pat == '*')
-		pat++;
-	return *pat == 0;
-}
-
-static int addr_match(const struct cfg_rule *r, const struct sockaddr *a)
-{
-	const uint8_t *ip;
-	int family, port;
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	if (!a || (a->sa_family != AF_INET && a->sa_family != AF_INET6))
-		return r->family == 0 && r->port_lo == 0 && r->port_hi == 65535;
-	if (a->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)a;
-		ip = (const uint8_t *)&in->sin_addr;
-		family = AF_INET;
-		port = ntohs(in->sin_port);
-	} else {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
-		ip = in6->sin6_addr.s6_addr;
-		family = AF_INET6;
-		port = ntohs(in6->sin6_port);
-		if (r->family == AF_INET && !memcmp(ip, v4mapped, 12)) {
-			ip += 12;
-			family = AF_INET;
-		}
-	}
-	if (port < r->port_lo || port > r->port_hi)
-		return 0;
-	if (r->family == 0)
-		return 1;
-	if (r->family != family)
-		return 0;
-	for (int bit = 0; bit < r->prefix; bit += 8) {
-		int left = r->prefix - bit;
-		uint8_t mask = left >= 8 ? 0xff : (uint8_t)(0xff << (8 - left));
-		if ((ip[bit / 8] ^ r->addr[bit / 8]) & mask)
-			return 0;
-	}
-	return 1;
-}
-
-int cfg_choose(const struct cfg *c, int op, const char *prog, const struct sockaddr *a, int *line)
-{
-	for (unsigned i = 0; i < c->nrules; i++) {
-		const struct cfg_rule *r = &c->rule[i];
-		if (!(r->ops & op) || !glob_match(r->prog, prog ? prog : "") || !addr_match(r, a))
-			continue;
-		if (line)
-			*line = r->line;
-		return r->use;
-	}
-	if (line)
-		*line = 0;
-	return CFG_RSHARE;
 }
 
 /* ---- the library's side ---- */

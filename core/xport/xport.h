@@ -7,8 +7,12 @@
  * (payload into the peer socket's receive ring, imm names that socket),
  * sends (64-byte control messages into receives the peer posted), and reaps
  * completions from one completion queue per transport.  Each transport is
- * one file that fills in struct xport_ops (xport_soft.c, ...); the hub never
- * knows which one runs.
+ * one file (or a few, named after it: verbs.c and verbs_cm.c, soft.c,
+ * soft_rx.c and soft_conn.c, with a private verbs.h or soft.h between
+ * them) that fills in struct xport_ops; the hub never knows which one
+ * runs.  The ops follow core/'s error convention (err.h): 0 or -errno,
+ * except init, which keeps 0 or -1 with errno set (the hub reports
+ * strerror(errno)).
  *
  * A transport sees of a link only struct xlink, which the hub's own link
  * record begins with, and of the hub only the calls in xport_hub.h:
@@ -72,12 +76,14 @@ struct xmr {          /* a registered region */
 struct xport_ops {
 	const char *name;
 	unsigned flags;
+	/* 0, or -1 with errno set */
 	int (*init)(struct xport *xp, struct hub *hub, uint16_t port);
 	void (*fini)(struct xport *xp);
-	/* Start a link; the transport calls hub_link_up() or hub_link_fail(). */
+	/* Start a link; the transport calls hub_link_up() or hub_link_fail().
+	 * 0, or -errno when it could not even start. */
 	int (*link_connect)(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
 	void (*link_close)(struct xlink *l);
-	/* remote: the peer may write there (receive rings only) */
+	/* remote: the peer may write there (receive rings only); 0 or -errno */
 	int (*reg_mr)(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr);
 	void (*dereg_mr)(struct xport *xp, struct xmr *mr);
 	/* 0, or -EAGAIN when the link has no room now (hub_link_writable follows) */

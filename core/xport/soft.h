@@ -1,0 +1,81 @@
+/*
+ * soft.h - what the files of the `soft` transport share (private to
+ * core/xport/): the per-link record (struct soft_link), the transport's
+ * record (struct soft) and the calls between the files.  soft.c posts
+ * frames and reports completions, soft_rx.c reads and parses the stream,
+ * soft_conn.c listens, accepts and connects.
+ */
+#ifndef RSHARE_SOFT_H
+#define RSHARE_SOFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xport_hub.h"
+#include "frame.h"
+
+#define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
+#define SOFT_IN_CHUNK (256u << 10)
+#define SOFT_PEER_TIMEOUT_MS 10000 /* unacknowledged data this long: the peer is gone */
+
+struct soft_recv {
+	uint64_t wr_id;
+	void *buf;
+	uint32_t len;
+};
+
+struct soft_pend { /* a send completion waiting for its frame to leave */
+	uint64_t end;
+	struct xwc wc;
+};
+
+struct soft_link {
+	struct hub_ev ev; /* first: epoll data points here */
+	struct soft *sx;
+	struct xlink *l;
+	int fd;
+	int closed, connecting, hello_in, stalled, need_parse;
+	uint32_t events;
+	uint8_t *out;
+	size_t olen, ooff, ocap;
+	uint64_t queued, written;
+	struct soft_pend *pw;
+	uint32_t pw_head, pw_n, pw_cap;
+	uint8_t *in;
+	size_t ilen, icap;
+	struct soft_recv *rq;
+	uint32_t rq_head, rq_n, rq_cap;
+	struct soft_link *next;
+};
+
+struct soft {
+	struct hub *h;
+	struct xport *xp;
+	int lfd;
+	struct hub_ev lev;
+	struct xwc *cq;
+	uint32_t cq_head, cq_n, cq_cap;
+	struct soft_link *links;
+};
+
+static inline struct soft_link *SL(struct xlink *l) { return l->xpriv; }
+
+static inline void fail(struct soft_link *sl, const char *why)
+{
+	if (!sl->closed)
+		hub_link_fail(sl->l, why);
+}
+
+/* soft.c: the completion queue, the epoll interest, the outgoing stream */
+void soft_cq_push(struct soft *sx, const struct xwc *wc);
+void soft_set_events(struct soft_link *sl);
+void soft_flush(struct soft_link *sl);   /* hand queued frames to the kernel */
+void soft_send_hello(struct soft_link *sl);
+/* soft_rx.c: the incoming stream */
+void soft_on_readable(struct soft_link *sl);
+void soft_parse(struct soft_link *sl);   /* every whole frame received so far */
+/* soft_conn.c: listening, accepting, connecting */
+int soft_init(struct xport *xp, struct hub *h, uint16_t port);
+int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * soft_conn.c - the links of the `soft` transport: the listening socket
+ * on the hub's peer port, accepted and outgoing TCP connections, and the
+ * events of a link's socket.
+ *
+ * Either side sends its HELLO first thing (queued until an outgoing
+ * connection completes); the link is up when the peer's HELLO arrives
+ * (soft_rx.c).  TCP keepalive and a user timeout make a vanished peer
+ * noticed within about 10 s.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "soft.h"
+#include "err.h"
+
+static void link_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct soft_link *sl = (struct soft_link *)ev;
+	(void)h;
+	if (sl->closed)
+		return;
+	if (sl->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+		socklen_t al = sizeof(sl->l->local_addr);
+		getsockopt(sl->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		if (err) {
+			fail(sl, strerror(err));
+			return;
+		}
+		sl->connecting = 0;
+		getsockname(sl->fd, &sl->l->local_addr.sa, &al);
+		wire_addr_unmap(&sl->l->local_addr);
+		soft_flush(sl); /* the HELLO queued at connect */
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		soft_on_readable(sl);
+	if (!sl->closed && (events & EPOLLOUT))
+		soft_flush(sl);
+}
+
+static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
+{
+	struct soft_link *sl = calloc(1, sizeof(*sl));
+	int one = 1;
+	if (!sl)
+		return NULL;
+	sl->sx = sx;
+	sl->l = l;
+	sl->fd = fd;
+	sl->ev.fn = link_event;
+	l->xpriv = sl;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a peer node that vanishes (its hub killed, its network cut) is
+	 * noticed within about 10 s, idle or not: its connections are reset */
+	{
+		int idle = 5, intvl = 1, cnt = 3;
+		unsigned tmo = SOFT_PEER_TIMEOUT_MS;
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
+	}
+	sl->next = sx->links;
+	sx->links = sl;
+	return sl;
+}
+
+int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer)
+{
+	struct soft *sx = xp->priv;
+	socklen_t len = peer->sa.sa_family == AF_INET6 ? sizeof(peer->in6) : sizeof(peer->in);
+	int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct soft_link *sl;
+	if (fd < 0)
+		return err_neg();
+	sl = sl_new(sx, l, fd);
+	if (!sl) {
+		int r = err_neg();
+		close(fd);
+		return r;
+	}
+	if (hub_bind_addr(sx->h)->sa.sa_family == peer->sa.sa_family) {
+		union sockaddr_any b = *hub_bind_addr(sx->h); /* port 0: any */
+		bind(fd, &b.sa, b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in));
+	}
+	sl->connecting = 1;
+	sl->events = EPOLLOUT;
+	if (hub_watch(sx->h, fd, EPOLLOUT, &sl->ev) < 0)
+		return err_neg();
+	if (connect(fd, &peer->sa, len) < 0 && errno != EINPROGRESS)
+		return err_neg();
+	soft_send_hello(sl);
+	return 0;
+}
+
+static void soft_accept(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct soft *sx = (struct soft *)((char *)ev - offsetof(struct soft, lev));
+	(void)events;
+	for (;;) {
+		union sockaddr_any peer, local;
+		socklen_t pl = sizeof(peer), ll = sizeof(local);
+		struct soft_link *sl;
+		struct xlink *l;
+		int fd = accept4(sx->lfd, &peer.sa, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		getsockname(fd, &local.sa, &ll);
+		wire_addr_unmap(&peer);
+		wire_addr_unmap(&local);
+		l = hub_link_accepted(h, sx->xp, &peer, &local);
+		if (!l) {
+			close(fd);
+			continue;
+		}
+		sl = sl_new(sx, l, fd);
+		if (!sl) {
+			close(fd);
+			hub_link_fail(l, "out of memory");
+			continue;
+		}
+		sl->events = EPOLLIN | EPOLLRDHUP;
+		hub_watch(h, fd, sl->events, &sl->ev);
+		soft_send_hello(sl);
+	}
+}
+
+int soft_init(struct xport *xp, struct hub *h, uint16_t port)
+{
+	struct soft *sx = calloc(1, sizeof(*sx));
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+	struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int one = 1, zero = 0;
+	if (!sx)
+		return -1;
+	xp->priv = sx;
+	xp->hub = h;
+	sx->h = h;
+	sx->xp = xp;
+	if (hub_bind_addr(h)->sa.sa_family) {
+		/* one address only: several hubs may share a namespace */
+		union sockaddr_any b = *hub_bind_addr(h);
+		socklen_t bl = b.sa.sa_family == AF_INET6 ? sizeof(b.in6) : sizeof(b.in);
+		if (b.sa.sa_family == AF_INET6)
+			b.in6.sin6_port = htons(port);
+		else
+			b.in.sin_port = htons(port);
+		sx->lfd = socket(b.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (sx->lfd < 0)
+			return -1;
+		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(sx->lfd, &b.sa, bl) < 0)
+			return -1;
+	} else {
+		sx->lfd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	}
+	if (sx->lfd >= 0 && !hub_bind_addr(h)->sa.sa_family) {
+		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(sx->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		if (bind(sx->lfd, (struct sockaddr *)&a6, sizeof(a6)) < 0) {
+			close(sx->lfd);
+			sx->lfd = -1;
+		}
+	}
+	if (sx->lfd < 0) {
+		sx->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (sx->lfd < 0)
+			return -1;
+		setsockopt(sx->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(sx->lfd, (struct sockaddr *)&a4, sizeof(a4)) < 0)
+			return -1;
+	}
+	if (listen(sx->lfd, 512) < 0)
+		return -1;
+	sx->lev.fn = soft_accept;
+	return hub_watch(h, sx->lfd, EPOLLIN, &sx->lev);
+}

@@ -1,0 +1,154 @@
+/*
+ * soft_rx.c - the receiving side of the `soft` transport: the link's
+ * incoming stream, read into one buffer and parsed frame by frame.
+ *
+ * The first frame must be the peer's HELLO (it brings the link up); after
+ * it, a write with immediate is placed where the hub says its payload
+ * belongs and completes as a receive with the immediate, and a send fills
+ * the oldest posted receive, or stops the parse (the socket is no longer
+ * read) until one is posted.  A frame that breaks the protocol drops the
+ * link.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "soft.h"
+
+/* Each frame handler: 0 frame taken, 1 not now (stop parsing, keep the
+ * frame), -1 the link failed or closed (stop, touch nothing more). */
+
+static int rx_hello(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	struct hub *h = sl->sx->h;
+	struct wire_hello hh;
+	const char *why;
+	if (f->type != FR_HELLO) {
+		hub_count_malformed(h);
+		fail(sl, "first frame is not HELLO");
+		return -1;
+	}
+	if (wire_hello_decode(pay, f->len, &hh, &why) < 0) {
+		hub_count_malformed(h);
+		fail(sl, why);
+		return -1;
+	}
+	sl->hello_in = 1;
+	hub_link_up(sl->l, hh.node_id);
+	return 0;
+}
+
+static int rx_write(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	struct iovec iov[2];
+	int n = hub_rx_target(sl->l, f->imm, f->raddr, f->len, iov);
+	if (sl->closed)
+		return -1;
+	if (n < 0) {
+		hub_count_malformed(sl->sx->h);
+		fail(sl, "write outside its socket's ring window");
+		return -1;
+	}
+	if (n > 0) {
+		const uint8_t *src = pay;
+		struct xwc wc = {.op = XWC_RECV_IMM, .imm = f->imm, .byte_len = f->len,
+				 .link = sl->l};
+		for (int i = 0; i < n; i++) {
+			memcpy(iov[i].iov_base, src, iov[i].iov_len);
+			src += iov[i].iov_len;
+		}
+		soft_cq_push(sl->sx, &wc);
+	}
+	return 0;
+}
+
+static int rx_send(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	struct soft_recv *r;
+	struct xwc wc = {.op = XWC_RECV, .byte_len = f->len, .link = sl->l};
+	if (!sl->rq_n) {
+		sl->stalled = 1; /* receiver not ready: wait for post_recv */
+		return 1;
+	}
+	r = &sl->rq[sl->rq_head];
+	sl->rq_head = (sl->rq_head + 1) % sl->rq_cap;
+	sl->rq_n--;
+	memcpy(r->buf, pay, f->len < r->len ? f->len : r->len);
+	wc.wr_id = r->wr_id;
+	soft_cq_push(sl->sx, &wc);
+	return 0;
+}
+
+static int rx_frame(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	if (!sl->hello_in)
+		return rx_hello(sl, f, pay);
+	if (f->type == FR_HELLO) {
+		hub_count_malformed(sl->sx->h);
+		fail(sl, "second HELLO");
+		return -1;
+	}
+	if (f->type == FR_WRITE_IMM)
+		return rx_write(sl, f, pay);
+	return rx_send(sl, f, pay); /* FR_SEND */
+}
+
+void soft_parse(struct soft_link *sl)
+{
+	size_t off = 0;
+	struct hub *h = sl->sx->h;
+	sl->need_parse = 0;
+	while (!sl->closed && sl->ilen - off >= WIRE_FRAME_LEN) {
+		struct wire_frame f;
+		const char *why;
+		const uint8_t *p = sl->in + off;
+		int r;
+		if (wire_frame_decode(p, &f, &why) < 0) {
+			hub_count_malformed(h);
+			fail(sl, why);
+			return;
+		}
+		if (sl->ilen - off < WIRE_FRAME_LEN + (size_t)f.len)
+			break;
+		r = rx_frame(sl, &f, p + WIRE_FRAME_LEN);
+		if (r < 0)
+			return;
+		if (r > 0)
+			break;
+		off += WIRE_FRAME_LEN + f.len;
+	}
+	if (sl->closed)
+		return;
+	if (off) {
+		memmove(sl->in, sl->in + off, sl->ilen - off);
+		sl->ilen -= off;
+	}
+	soft_set_events(sl);
+}
+
+void soft_on_readable(struct soft_link *sl)
+{
+	ssize_t n;
+	if (sl->icap - sl->ilen < SOFT_IN_CHUNK) {
+		size_t cap = sl->ilen + SOFT_IN_CHUNK + WIRE_FRAME_LEN + WIRE_MAX_WRITE;
+		uint8_t *b = realloc(sl->in, cap);
+		if (!b)
+			return;
+		sl->in = b;
+		sl->icap = cap;
+	}
+	n = recv(sl->fd, sl->in + sl->ilen, sl->icap - sl->ilen, MSG_DONTWAIT);
+	if (n == 0) {
+		fail(sl, "peer closed the link");
+		return;
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			fail(sl, strerror(errno));
+		return;
+	}
+	sl->ilen += n;
+	soft_parse(sl);
+}
+

@@ -1,0 +1,96 @@
+/*
+ * verbs.h - what the two files of the `verbs` transport share (private to
+ * core/xport/): the queue depths, the per-link record (struct vlink) and
+ * the transport's record (struct vx), and the calls one file makes into
+ * the other.  verbs.c posts and reaps work requests; verbs_cm.c sets
+ * links up and takes them down through rdma_cm.
+ */
+#ifndef RSHARE_VERBS_H
+#define RSHARE_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdint.h>
+
+#include "xport_hub.h"
+#include "frame.h"
+
+#define SQ_DEPTH 512
+#define CTRL_RESERVE 32
+#define SIGNAL_EVERY 16
+#define SRQ_DEPTH 4096
+#define CQ_DEPTH 32768
+#define WR_CTL_BIT (1ull << 63)
+
+struct vpost {           /* a posted send, until a signalled one covers it */
+	uint64_t seq, wr_id;
+	uint32_t len;
+	enum xwc_op op;
+};
+
+struct vctl {            /* a control message waiting for send queue room */
+	uint64_t wr_id;
+	uint8_t msg[WIRE_CTL_LEN];
+};
+
+struct vrecv {
+	uint64_t wr_id;
+	void *buf;
+	uint32_t len;
+};
+
+struct vlink {
+	struct vx *vx;
+	struct xlink *l;
+	struct rdma_cm_id *id;
+	int closed, established;
+	uint64_t seq, done;    /* posted / completed send sequence */
+	struct vpost *fifo;
+	uint32_t f_head, f_n, f_cap;
+	struct vctl *pend;
+	uint32_t p_n, p_cap;
+	struct vrecv *rq;
+	uint32_t rq_head, rq_n, rq_cap;
+	uint32_t max_inline;
+	int want_room;
+	struct xlink_info info;  /* device, port, queue pair number */
+	struct vlink *next;
+};
+
+struct vx {
+	struct hub *h;
+	struct xport *xp;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *lid;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	uint8_t *rbufs;
+	struct ibv_mr *rmr;
+	struct hub_ev cm_ev, cq_ev;
+	struct xwc *q;
+	uint32_t q_head, q_n, q_cap;
+	struct vlink *links;
+	struct vlink **dead;
+	uint32_t ndead, dead_cap;
+	unsigned unacked;
+};
+
+static inline struct vlink *VL(struct xlink *l) { return l->xpriv; }
+
+static inline void fail(struct vlink *vl, const char *why)
+{
+	if (!vl->closed)
+		hub_link_fail(vl->l, why);
+}
+
+/* verbs_cm.c: the connection manager's events, links started and closed */
+void verbs_cm_event(struct hub *h, struct hub_ev *ev, uint32_t events);
+int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
+void verbs_link_close(struct xlink *l);
+/* free the records of closed links (not under a cm event) */
+void verbs_destroy_dead(struct vx *vx);
+
+#endif

@@ -1,0 +1,298 @@
+/*
+ * verbs_cm.c - the links of the `verbs` transport: set up and taken down
+ * through rdma_cm on the hub's service port (RDMA_PS_TCP).
+ *
+ * The connecting hub resolves the peer's address and route, creates its
+ * queue pair and connects, its HELLO in the connection's private data;
+ * the peer hub checks that HELLO (on_request), creates its own queue pair
+ * and accepts with its HELLO; ESTABLISHED brings the link up on both
+ * sides.  Every other event fails the link.  A closed link's record and
+ * cm id are destroyed only once the current cm event is acked
+ * (verbs_destroy_dead).
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs.h"
+#include "err.h"
+#include "log.h"
+
+void verbs_destroy_dead(struct vx *vx)
+{
+	for (uint32_t i = 0; i < vx->ndead; i++) {
+		struct vlink *vl = vx->dead[i];
+		if (vl->id) {
+			if (vl->id->qp)
+				rdma_destroy_qp(vl->id);
+			rdma_destroy_id(vl->id);
+		}
+		free(vl->fifo);
+		free(vl->pend);
+		free(vl->rq);
+		free(vl);
+	}
+	vx->ndead = 0;
+}
+
+static void hello_param(struct vx *vx, struct rdma_conn_param *p, uint8_t *buf)
+{
+	struct wire_hello hh = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .node_id = hub_node_id(vx->h),
+				.max_write = WIRE_MAX_WRITE};
+	wire_hello_encode(&hh, buf);
+	memset(p, 0, sizeof(*p));
+	p->private_data = buf;
+	p->private_data_len = WIRE_HELLO_LEN;
+	p->responder_resources = 1;
+	p->initiator_depth = 1;
+	p->retry_count = 6; /* 7 would retry for ever (on rxe, at least) */
+	p->rnr_retry_count = 7; /* forever: a full receive queue delays, never drops */
+}
+
+static int make_qp(struct vx *vx, struct vlink *vl)
+{
+	struct ibv_qp_init_attr a = {.send_cq = vx->cq, .recv_cq = vx->cq, .srq = vx->srq,
+				     .qp_type = IBV_QPT_RC, .sq_sig_all = 0};
+	/* an unanswered send is retried 6 times (hello_param), each after
+	 * 4.096 us * 2^16 (about 0.27 s), then fails and the link is dropped:
+	 * with the idle link's PING every 2 s, a vanished peer is noticed
+	 * within about 4 s (without a timeout the queue pair may wait for ever) */
+	uint8_t ack_timeout = 16;
+	if (rdma_set_option(vl->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+			    sizeof(ack_timeout)) < 0)
+		log_info("verbs: cannot set the ack timeout: %s", strerror(errno));
+	a.cap.max_send_wr = SQ_DEPTH;
+	a.cap.max_send_sge = 2;
+	a.cap.max_inline_data = 256;
+	if (rdma_create_qp(vl->id, vx->pd, &a) < 0) {
+		a.cap.max_inline_data = WIRE_CTL_LEN;
+		if (rdma_create_qp(vl->id, vx->pd, &a) < 0)
+			return err_neg();
+	}
+	vl->max_inline = a.cap.max_inline_data;
+	vl->info.qpn = vl->id->qp->qp_num;
+	vl->info.dev_port = vl->id->port_num;
+	snprintf(vl->info.dev, sizeof(vl->info.dev), "%s", ibv_get_device_name(vx->ctx->device));
+	return 0;
+}
+
+static struct vlink *vl_new(struct vx *vx, struct xlink *l, struct rdma_cm_id *id)
+{
+	struct vlink *vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return NULL;
+	vl->vx = vx;
+	vl->l = l;
+	vl->id = id;
+	if (id)
+		id->context = vl;
+	l->xpriv = vl;
+	vl->next = vx->links;
+	vx->links = vl;
+	return vl;
+}
+
+static void on_request(struct vx *vx, struct rdma_cm_event *e)
+{
+	struct rdma_cm_id *id = e->id;
+	struct wire_hello hh;
+	const char *why;
+	union sockaddr_any peer, local;
+	struct xlink *l;
+	struct vlink *vl;
+	struct rdma_conn_param p;
+	uint8_t buf[WIRE_HELLO_LEN];
+	if (!e->param.conn.private_data ||
+	    wire_hello_decode(e->param.conn.private_data, e->param.conn.private_data_len < WIRE_HELLO_LEN
+			      ? e->param.conn.private_data_len : WIRE_HELLO_LEN, &hh, &why) < 0) {
+		hub_count_malformed(vx->h);
+		log_warn("verbs: connection request refused: %s", e->param.conn.private_data ? why : "no hello");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	if (id->verbs != vx->ctx) {
+		log_warn("verbs: connection request on another device refused");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	memset(&peer, 0, sizeof(peer));
+	memset(&local, 0, sizeof(local));
+	memcpy(&peer, rdma_get_peer_addr(id), sizeof(struct sockaddr_in6));
+	memcpy(&local, rdma_get_local_addr(id), sizeof(struct sockaddr_in6));
+	wire_addr_unmap(&peer);
+	wire_addr_unmap(&local);
+	l = hub_link_accepted(vx->h, vx->xp, &peer, &local);
+	if (!l) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	l->peer_node = hh.node_id;
+	vl = vl_new(vx, l, id);
+	if (!vl || make_qp(vx, vl) < 0) {
+		if (vl)
+			vl->id = NULL;
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		hub_link_fail(l, "cannot create a queue pair");
+		return;
+	}
+	hello_param(vx, &p, buf);
+	if (rdma_accept(id, &p) < 0)
+		fail(vl, "rdma_accept failed");
+}
+
+static void on_cm(struct vx *vx, struct rdma_cm_event *e)
+{
+	struct vlink *vl = e->id->context;
+	struct rdma_conn_param p;
+	uint8_t buf[WIRE_HELLO_LEN];
+	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		on_request(vx, e);
+		return;
+	}
+	if (!vl || vl->closed)
+		return;
+	switch (e->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (e->id->verbs != vx->ctx) {
+			fail(vl, "peer not reachable through our RDMA device");
+			break;
+		}
+		if (rdma_resolve_route(e->id, 2000) < 0)
+			fail(vl, "rdma_resolve_route failed");
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (make_qp(vx, vl) < 0) {
+			fail(vl, "cannot create a queue pair");
+			break;
+		}
+		hello_param(vx, &p, buf);
+		if (rdma_connect(e->id, &p) < 0)
+			fail(vl, "rdma_connect failed");
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED: {
+		struct wire_hello hh;
+		const char *why = NULL;
+		if (vl->l->outgoing) {
+			if (!e->param.conn.private_data ||
+			    wire_hello_decode(e->param.conn.private_data, WIRE_HELLO_LEN, &hh, &why) < 0) {
+				hub_count_malformed(vx->h);
+				fail(vl, why ? why : "no hello from the peer");
+				break;
+			}
+		} else {
+			hh.node_id = vl->l->peer_node;
+		}
+		if (!vl->l->local_addr.sa.sa_family) {
+			memcpy(&vl->l->local_addr, rdma_get_local_addr(e->id), sizeof(struct sockaddr_in6));
+			wire_addr_unmap(&vl->l->local_addr);
+		}
+		vl->established = 1;
+		hub_link_up(vl->l, hh.node_id);
+		break;
+	}
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		fail(vl, "address resolution failed");
+		break;
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		fail(vl, "route resolution failed");
+		break;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		fail(vl, "peer unreachable");
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		fail(vl, "rejected: no rshare hub there");
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		fail(vl, "connect error");
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		fail(vl, "peer disconnected");
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		fail(vl, "device removed");
+		break;
+	default:
+		break;
+	}
+}
+
+void verbs_cm_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct vx *vx = (struct vx *)((char *)ev - offsetof(struct vx, cm_ev));
+	struct rdma_cm_event *e;
+	(void)h;
+	(void)events;
+	while (rdma_get_cm_event(vx->ch, &e) == 0) {
+		struct rdma_cm_event copy = *e;
+		uint8_t pd[64];
+		/* work on a copy: the id of a refused request is destroyed, and
+		 * an event must be acked before its id goes */
+		if (copy.param.conn.private_data && copy.param.conn.private_data_len) {
+			size_t n = copy.param.conn.private_data_len;
+			memcpy(pd, copy.param.conn.private_data, n < sizeof(pd) ? n : sizeof(pd));
+			copy.param.conn.private_data = pd;
+		}
+		rdma_ack_cm_event(e);
+		on_cm(vx, &copy);
+	}
+	verbs_destroy_dead(vx);
+}
+
+int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer)
+{
+	struct vx *vx = xp->priv;
+	struct vlink *vl = vl_new(vx, l, NULL);
+	union sockaddr_any src = *hub_bind_addr(vx->h);
+	if (!vl)
+		return err_neg();
+	if (rdma_create_id(vx->ch, &vl->id, vl, RDMA_PS_TCP) < 0) {
+		vl->id = NULL;
+		return err_neg();
+	}
+	if (rdma_resolve_addr(vl->id, src.sa.sa_family ? &src.sa : NULL, (struct sockaddr *)&peer->sa,
+			      2000) < 0)
+		return err_neg();
+	return 0;
+}
+
+void verbs_link_close(struct xlink *l)
+{
+	struct vlink *vl = VL(l), **pp;
+	struct vx *vx;
+	uint32_t k = 0;
+	if (!vl || vl->closed)
+		return;
+	vx = vl->vx;
+	vl->closed = 1;
+	if (vl->id && vl->established)
+		rdma_disconnect(vl->id);
+	for (pp = &vx->links; *pp; pp = &(*pp)->next)
+		if (*pp == vl) {
+			*pp = vl->next;
+			break;
+		}
+	for (uint32_t i = 0; i < vx->q_n; i++)
+		if (vx->q[vx->q_head + i].link != l)
+			vx->q[vx->q_head + k++] = vx->q[vx->q_head + i];
+	vx->q_n = k;
+	l->xpriv = NULL;
+	if (vl->id)
+		vl->id->context = NULL;
+	/* destroyed once the current cm event is acked */
+	if (vx->ndead == vx->dead_cap) {
+		uint32_t cap = vx->dead_cap ? vx->dead_cap * 2 : 16;
+		struct vlink **n = realloc(vx->dead, cap * sizeof(*n));
+		if (!n)
+			return; /* leak the id rather than destroy it under an event */
+		vx->dead = n;
+		vx->dead_cap = cap;
+	}
+	vx->dead[vx->ndead++] = vl;
+}
