@@ -39,7 +39,10 @@ side_obj    = $(patsubst core/%.c,$(B)/core/%.o,$(call side_src,$(1)))
 CORE_SRC   := $(foreach s,$(SIDES),$(call side_src,$(s)))
 CORE_OBJ   := $(foreach s,$(SIDES),$(call side_obj,$(s)))
 PRE_OBJ    := $(patsubst preload/%.c,$(B)/preload/%.o,$(wildcard preload/*.c))
-TOOL_OBJ   := $(B)/tools/rshare.o $(B)/tools/rshared.o
+# the command: rshare.c (main) and one file per command, json.c its reader
+RSHARE_CMD_OBJ := $(patsubst tools/%.c,$(B)/tools/%.o,tools/rshare.c tools/cmd_run.c tools/cmd_stat.c \
+	tools/cmd_hub.c tools/json.c)
+TOOL_OBJ   := $(RSHARE_CMD_OBJ) $(B)/tools/rshared.o
 TEST_SRC   := $(wildcard tests/*.c)
 TEST_BIN   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 LIB_PROC   := $(B)/core/libproc.a $(B)/core/libshared.a
@@ -71,7 +74,7 @@ $(B)/librshare.so: $(PRE_OBJ) $(LIB_PROC)
 $(B)/rshared: $(B)/tools/rshared.o $(LIB_HUB)
 	$(CC) $(LDFLAGS) -o $@ $^ -libverbs -lrdmacm -lunwind $(LDLIBS)
 
-$(B)/rshare: $(B)/tools/rshare.o $(LIB_PROC)
+$(B)/rshare: $(RSHARE_CMD_OBJ) $(LIB_PROC)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # tests see every side; each links only what it calls

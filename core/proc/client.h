@@ -1,8 +1,9 @@
 /*
  * client.h - the process side of rshare: attaching to the hub and the pool,
- * requests to the hub, fork, and the socket operations on arena slots
- * (vsock.c).  Linked into librshare.so; uses raw system calls (sys.h) so
- * that it never re-enters the interposer.
+ * requests to the hub (client.c), fork and exec (handover.c), and the
+ * socket operations on arena slots (vsock.c, vsock_data.c, vsock_poll.c).
+ * Linked into librshare.so; uses raw system calls (sys.h) so that it never
+ * re-enters the interposer.  Failures are -errno unless said otherwise.
  */
 #ifndef RSHARE_CLIENT_H
 #define RSHARE_CLIENT_H
@@ -25,17 +26,17 @@ struct cl_state {
 };
 extern struct cl_state cl;
 
-int cl_attach(void);                      /* 0, or -1: use kernel TCP */
+int cl_attach(void);                      /* 0, or -ENOTCONN: use kernel TCP */
 int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd);
 int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd);
-int cl_hub_connect(void);                 /* a new connection to this node's hub */
+int cl_hub_connect(void);                 /* a new connection to this node's hub (errno set too) */
 int cl_hi_fd(int fd);                     /* move fd up, close-on-exec */
 void cl_kick(void);                       /* wake a sleeping hub */
 int cl_hub_alive(void);
 void cl_init(void);                       /* fork handlers; call once */
 /* exec: a connection, open across exec, holding this process's sockets
- * less the ndrop given (-1: none to be had); and, in the new program,
- * taking it up (0, or -1 and the sockets are lost) */
+ * less the ndrop given (-errno: none to be had); and, in the new program,
+ * taking it up (0, or -errno and the sockets are lost) */
 int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop);
 int cl_exec_adopt(int fd);
 /* Make sure this process has a watch on its hub: a thread blocked on a
@@ -52,7 +53,7 @@ static inline struct arena_slot *cl_slot(uint32_t slot)
 	return arena_slot(cl.arena, slot);
 }
 
-/* vsock.c: socket operations; return values are -errno on failure */
+/* vsock*.c: socket operations; return values are -errno on failure */
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
 	      int *evfd, uint32_t *slot, uint32_t *gen);
 /* 0 established, 1 fallback to kernel TCP, -errno */
@@ -77,10 +78,10 @@ int vs_take_error(uint32_t slot);
 void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
-/* Readiness (see hub_poll.c): the socket's readiness descriptor, asked of
- * the hub the first time (-errno on failure); the socket's true readiness
- * as POLL* bits; and, after the descriptor claimed more than is true,
- * bringing it in line (empty it, or fill it when the send ring is full). */
+/* Readiness (vsock_poll.c; see hub_poll.c): the socket's readiness
+ * descriptor, asked of the hub the first time (-errno on failure); the
+ * socket's true readiness as POLL* bits; and, after the descriptor claimed
+ * more than is true, bringing it in line (empty it, or fill it when the send ring is full). */
 int vs_poll_fd(uint32_t slot, uint32_t gen);
 int vs_poll_fd_cached(uint32_t slot);     /* -1 when it has none */
 unsigned vs_poll_mask(uint32_t slot);

@@ -1,0 +1,172 @@
+/*
+ * spawn.c - starting the hub so that it is nobody's child.
+ *
+ * A clone without exit signal (no SIGCHLD reaches the caller, whose
+ * wait() cannot see it) calls setsid() and forks the hub, then exits; the
+ * caller reaps it with __WALL.  The hub's process sets up its descriptors
+ * 0, 1 and 2, drops LD_PRELOAD from its environment and runs the hub.
+ * Everything after the clone is raw system calls on memory of its own
+ * (the caller may be a threaded application), and the exec's PATH search
+ * is done here too, since librshare.so defines the exec family itself.
+ */
+#include "spawn.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "sys.h"
+
+extern char **environ;
+
+/* execve, and for a file the kernel cannot run a shell on it, as execvp(3) */
+static int exec_one(const char *file, char *const argv[], char *const envp[], int script)
+{
+	char *sh[16];
+	int n = 0;
+	syscall(SYS_execve, file, argv, envp);
+	if (errno != ENOEXEC || !script)
+		return -errno;
+	sh[n++] = (char *)"/bin/sh";
+	sh[n++] = (char *)file;
+	for (int i = 1; argv[0] && argv[i] && n < 15; i++)
+		sh[n++] = argv[i];
+	sh[n] = NULL;
+	syscall(SYS_execve, "/bin/sh", sh, envp);
+	errno = ENOEXEC;
+	return -ENOEXEC;
+}
+
+int spawn_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	const char *p = getenv("PATH");
+	size_t flen = strlen(file);
+	int eacces = 0, ret = -ENOENT;
+	char buf[PATH_MAX];
+	if (!*file)
+		return -ENOENT;
+	if (strchr(file, '/'))
+		return exec_one(file, argv, envp, 0);
+	if (!p)
+		p = "/bin:/usr/bin";
+	for (;;) {
+		const char *end = strchrnul(p, ':');
+		size_t dlen = (size_t)(end - p);
+		if (dlen + 1 + flen < sizeof(buf)) {
+			memcpy(buf, p, dlen);
+			buf[dlen] = '/';
+			/* an empty element is the current directory */
+			memcpy(buf + dlen + (dlen > 0), file, flen + 1);
+			ret = exec_one(buf, argv, envp, 1);
+			if (ret == -EACCES)
+				eacces = 1;
+			else if (ret != -ENOENT && ret != -ESTALE && ret != -ENOTDIR && ret != -ENODEV &&
+				 ret != -ETIMEDOUT)
+				return ret;
+		}
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	if (eacces)
+		ret = -EACCES;
+	errno = -ret;
+	return ret;
+}
+
+/* The environment less LD_PRELOAD, in place: this is the hub's own copy. */
+static char **hub_env(int max)
+{
+	static char *none[] = {NULL};
+	char **out = environ;
+	int n = 0;
+	if (!environ)
+		return none;
+	for (char **e = environ; *e && (!max || n < max); e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11))
+			out[n++] = *e;
+	out[n] = NULL;
+	return out;
+}
+
+static void __attribute__((noreturn)) hub_main(const struct spawn_opt *o)
+{
+	int null = (int)syscall(SYS_open, "/dev/null", O_RDWR);
+	int efd = o->err_fd;
+	char **envp;
+	if (efd < 0 && o->err_path)
+		efd = (int)syscall(SYS_open, o->err_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+	syscall(SYS_dup2, null, 0);
+	syscall(SYS_dup2, null, 1);
+	syscall(SYS_dup2, efd >= 0 ? efd : null, 2);
+	if (o->close_fds)
+		syscall(SYS_close_range, 3, ~0u, 0);
+	envp = hub_env(o->env_max);
+	spawn_execvpe(o->path, o->argv, envp);
+	if (o->exec_failed)
+		o->exec_failed(o->path, errno);
+	syscall(SYS_exit, 127);
+	__builtin_unreachable();
+}
+
+int spawn_hub(const struct spawn_opt *o)
+{
+	/* a clone with exit signal 0: no SIGCHLD, invisible to wait(-1) */
+	pid_t pid = (pid_t)syscall(SYS_clone, 0, NULL, NULL, NULL, NULL);
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		pid_t hub;
+		setsid();
+		hub = (pid_t)syscall(SYS_fork);
+		if (hub == 0)
+			hub_main(o);
+		if (o->pid_fd >= 0 && sys_write(o->pid_fd, &hub, sizeof(hub)) != sizeof(hub))
+			syscall(SYS_exit, 1);
+		syscall(SYS_exit, 0);
+	}
+	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+static const char *lib_hub_path(char *buf, size_t len)
+{
+	const char *env = getenv("RSHARE_HUB");
+	const struct cfg *c = cfg_lib();
+	Dl_info di;
+	if (env && *env)
+		return env;
+	if (c && c->hub[0])
+		return c->hub;
+	if (dladdr((void *)spawn_lib_hub, &di) && di.dli_fname) {
+		const char *slash = strrchr(di.dli_fname, '/');
+		if (slash && (size_t)(slash - di.dli_fname) + 16 < len) {
+			memcpy(buf, di.dli_fname, slash - di.dli_fname);
+			strcpy(buf + (slash - di.dli_fname), "/rshared");
+			if (access(buf, X_OK) == 0)
+				return buf;
+			/* installed layout: lib/rshare/librshare.so and sbin/rshared */
+			strcpy(buf + (slash - di.dli_fname), "/../../sbin/rshared");
+			if (access(buf, X_OK) == 0)
+				return buf;
+		}
+	}
+	return "rshared";
+}
+
+void spawn_lib_hub(void)
+{
+	char pbuf[PATH_MAX];
+	char *argv[] = {(char *)"rshared", (char *)"--daemon", NULL};
+	struct spawn_opt o = {.path = lib_hub_path(pbuf, sizeof(pbuf)), .argv = argv, .err_fd = -1,
+			      .err_path = getenv("RSHARE_HUB_LOG"), .pid_fd = -1, .close_fds = 1,
+			      .env_max = 255};
+	spawn_hub(&o);
+}

@@ -1,0 +1,395 @@
+/*
+ * vsock_data.c - send and recv on arena slots, and waiting.
+ *
+ * Data never goes through the hub's connection: send copies into the
+ * slot's tx ring, publishes the tail and rings the doorbell (kicking the
+ * hub only when it sleeps); recv copies out of the rx ring, publishes the
+ * head and, once a quarter of the ring has been consumed, asks the hub to
+ * return credit to the sender.  A thread that must wait sleeps on the
+ * slot's futex word, which the hub bumps on every event.  Concurrent readers
+ * (or writers) of one socket, in any processes of the pool, serialize on
+ * the slot's robust mutex, so each byte goes to exactly one reader.
+ *
+ * A same-node connection (pair.h) has its rings in the pair segment of the
+ * two pools instead: send and recv work on them the same way, but nothing
+ * needs the hub unless the other side sleeps (rx_want, tx_want).  Before a
+ * thread sleeps it spins for a while (spin_us of rshare.conf(5)) on the
+ * counter it waits for, so that a quick answer costs no system call.
+ */
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "vsock_int.h"
+
+/* Wait for the slot's futex word to move past seq.  Without a timeout,
+ * so that the kernel itself restarts the wait after a handler installed
+ * with SA_RESTART and reports EINTR after any other, exactly as for a
+ * blocked recv on kernel TCP. */
+int vs_wait_seq(struct arena_slot *as, uint32_t seq)
+{
+	long r;
+	cl_watch();
+	if (cl_hub_dead())
+		return -ECONNRESET;
+	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
+	if (r < 0 && errno == EINTR)
+		return -EINTR;
+	return cl_hub_dead() ? -ECONNRESET : 0;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Adaptive waiting: spin for the counter to leave old (or the hub to
+ * signal anything), giving the CPU to others now and then; 1 when
+ * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
+ * per thread halved by every spin that waited in vain and doubled by every
+ * one that did not, so that a busy machine, where the other side is
+ * seldom running, stops burning what its other threads need; every 16th
+ * wait spins the whole time, so that the budget grows back. */
+static __thread uint64_t spin_budget;
+static __thread unsigned spin_waits;
+
+static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old)
+{
+	uint64_t end = 0, floor = cl.spin_ns / 16, b;
+	if (!cl.spin_ns)
+		return 0;
+	if (spin_budget < floor || spin_budget > cl.spin_ns)
+		spin_budget = cl.spin_ns;
+	/* every 16th wait tries the whole time: the other side may be quick again */
+	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
+	for (unsigned i = 1;; i++) {
+		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq) {
+			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
+			return 1;
+		}
+		if (!(i & 63)) {
+			uint64_t now = now_ns();
+			if (!end) {
+				end = now + b;
+			} else if (now >= end || cl_hub_dead()) {
+				spin_budget = spin_budget / 2 < floor ? floor : spin_budget / 2;
+				return 0;
+			}
+			sched_yield();
+		}
+		cpu_relax();
+	}
+}
+
+static void raise_sigpipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGPIPE);
+}
+
+/* One send or recv under way: the socket, its ring, the caller's buffers
+ * (the next iovec and how far into it), what is done so far, and what
+ * the call returns when nothing was moved (ret). */
+struct xfer {
+	uint32_t slot;
+	struct arena_slot *as;
+	struct vring v;
+	const struct iovec *iov;
+	int iovcnt, vi;
+	size_t voff, total, want;
+	int flags, nonblock;
+	ssize_t ret;
+};
+
+VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	x->slot = slot;
+	x->as = cl_slot(slot);
+	x->iov = iov;
+	x->iovcnt = iovcnt;
+	x->vi = 0;
+	x->voff = x->total = x->want = 0;
+	x->flags = flags;
+	x->nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&x->as->flags) & SLOTF_NONBLOCK);
+	x->ret = 0;
+	for (int i = 0; i < iovcnt; i++)
+		x->want += iov[i].iov_len;
+}
+
+/* Up to ROOM bytes between the caller's buffers and the ring at POS, into
+ * the ring (send) or out of it (recv, OUT); the bytes moved. */
+VS_INLINE size_t xfer_copy(struct xfer *x, uint64_t pos, uint64_t room, int out)
+{
+	size_t done = 0;
+	while (room && x->vi < x->iovcnt) {
+		size_t n = x->iov[x->vi].iov_len - x->voff;
+		uint8_t *b = (uint8_t *)x->iov[x->vi].iov_base + x->voff;
+		if (n > room)
+			n = room;
+		if (out)
+			ring_copy_out(x->v.base, x->v.size, pos, b, n);
+		else
+			ring_copy_in(x->v.base, x->v.size, pos, b, n);
+		pos += n;
+		room -= n;
+		done += n;
+		x->voff += n;
+		if (x->voff == x->iov[x->vi].iov_len) {
+			x->vi++;
+			x->voff = 0;
+		}
+	}
+	x->total += done;
+	return done;
+}
+
+/* ---- send ---- */
+
+/* 1 when the send cannot go on: the hub is gone, a connect is under way,
+ * or the socket is closed or shut for writing. */
+VS_INLINE int send_stop(struct xfer *x)
+{
+	uint32_t st = atomic_load(&x->as->state);
+	int err;
+	if (cl_hub_dead()) {
+		/* the hub that carried this connection is gone */
+		if (!x->total)
+			raise_sigpipe(x->flags);
+		x->ret = x->total ? 0 : -EPIPE;
+		return 1;
+	}
+	if (st == SLOT_CONNECTING) {
+		x->ret = x->total ? 0 : -EAGAIN; /* a nonblocking connect under way */
+		return 1;
+	}
+	if (st != SLOT_ESTABLISHED || (atomic_load(&x->as->flags) & SLOTF_TX_SHUT)) {
+		err = st == SLOT_CLOSED ? vs_take_error(x->slot) : 0;
+		if (x->total)
+			return 1;
+		if (!err || err == EPIPE) {
+			raise_sigpipe(x->flags);
+			err = EPIPE;
+		}
+		x->ret = -err;
+		return 1;
+	}
+	return 0;
+}
+
+/* The send ring is full: 1 to give up (nonblocking, or the wait failed),
+ * 0 to look again once the head moved or the hub said anything. */
+VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
+{
+	struct arena_slot *as = x->as;
+	struct vring *v = &x->v;
+	int err;
+	if (x->nonblock) {
+		x->ret = x->total ? 0 : -EAGAIN;
+		if (vs_poll_fds[x->slot])
+			vs_tx_settle(x->slot, as);
+		return 1;
+	}
+	if (spin_ring(as, seq, &v->c->head, head) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
+		return 0;
+	pthread_mutex_unlock(&as->tx_lock);
+	err = vs_wait_seq(as, seq);
+	vs_lock(&as->tx_lock);
+	if (err) {
+		if (err == -ECONNRESET)
+			raise_sigpipe(x->flags);
+		x->ret = x->total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
+		return 1;
+	}
+	return 0;
+}
+
+/* The new tail for the reader, and the bell (a same-node reader: only
+ * when it sleeps). */
+VS_INLINE void send_publish(struct xfer *x, uint64_t tail)
+{
+	struct vring *v = &x->v;
+	if (v->d) {
+		vs_other_bell(x->slot, &v->c->tail, tail, &v->d->rx_want, SLOTOP_TX);
+	} else {
+		ring_store(&v->c->tail, tail);
+		vs_ring_bell(x->slot, SLOTOP_TX);
+	}
+}
+
+ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct xfer x;
+	struct arena_slot *as;
+	xfer_init(&x, slot, iov, iovcnt, flags);
+	as = x.as;
+	if (x.want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
+		return 0;
+	vs_lock(&as->tx_lock);
+	atomic_fetch_add(&as->waiters, 1);
+	while (x.total < x.want) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		uint64_t tail, head, space;
+		if (send_stop(&x))
+			break;
+		if (vring_of(slot, as, 1, &x.v) < 0) {
+			x.ret = x.total ? 0 : -EPIPE;
+			break;
+		}
+		tail = atomic_load_explicit(&x.v.c->tail, memory_order_relaxed);
+		head = ring_load(&x.v.c->head);
+		space = tail - head >= x.v.size ? 0 : x.v.size - (tail - head);
+		if (space == 0) {
+			if (send_full(&x, seq, head))
+				break;
+			continue;
+		}
+		tail += xfer_copy(&x, tail, space, 0);
+		send_publish(&x, tail);
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	pthread_mutex_unlock(&as->tx_lock);
+	return x.total ? (ssize_t)x.total : x.ret;
+}
+
+/* ---- recv ---- */
+
+/* Bytes taken out up to POS: the new head for the writer, and its credit
+ * (by the quarter of the ring). */
+VS_INLINE void recv_consumed(struct xfer *x, uint64_t tail, uint64_t pos)
+{
+	struct vring *v = &x->v;
+	if (v->d) {
+		/* a writer waiting for room gets it by the quarter */
+		if (v->size - (tail - pos) >= v->size / 4)
+			vs_other_bell(x->slot, &v->c->head, pos, &v->d->tx_want, SLOTOP_CREDIT);
+		else
+			ring_store(&v->c->head, pos);
+	} else {
+		ring_store(&v->c->head, pos);
+		if (pos - atomic_load(&x->as->rx_credit_mark) >= v->size / 4) {
+			atomic_store(&x->as->rx_credit_mark, pos);
+			vs_ring_bell(x->slot, SLOTOP_CREDIT);
+		}
+	}
+}
+
+/* The ring is empty: 1 when the recv ends here (end of file, the hub
+ * gone, a connect under way, the socket closed, nonblocking), given the
+ * flags FL read before the tail. */
+VS_INLINE int recv_stop(struct xfer *x, uint32_t fl)
+{
+	uint32_t st;
+	int err;
+	if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
+		return 1; /* EOF */
+	if (cl_hub_dead()) {
+		if (!x->total)
+			x->ret = -ECONNRESET;
+		return 1;
+	}
+	st = atomic_load(&x->as->state);
+	if (st == SLOT_CONNECTING) {
+		if (!x->total)
+			x->ret = -EAGAIN; /* a nonblocking connect under way */
+		return 1;
+	}
+	if (st != SLOT_ESTABLISHED) {
+		err = st == SLOT_CLOSED ? vs_take_error(x->slot) : ENOTCONN;
+		/* a reset stays a reset for readers, even after another
+		 * thread took the pending error: never a clean EOF */
+		if (!err && (atomic_load(&x->as->flags) & SLOTF_RESET))
+			err = ECONNRESET;
+		if (!x->total && err)
+			x->ret = -err;
+		return 1;
+	}
+	if (x->nonblock) {
+		if (!x->total)
+			x->ret = -EAGAIN;
+		return 1;
+	}
+	return 0;
+}
+
+/* Wait for the tail to leave TAIL: 0 to look again, 1 when the wait failed. */
+VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
+{
+	struct arena_slot *as = x->as;
+	struct vring *v = &x->v;
+	int err;
+	if (spin_ring(as, seq, &v->c->tail, tail) || (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
+		return 0;
+	pthread_mutex_unlock(&as->rx_lock);
+	err = vs_wait_seq(as, seq);
+	vs_lock(&as->rx_lock);
+	if (err && !x->total)
+		x->ret = err;
+	return err != 0;
+}
+
+ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct xfer x;
+	struct arena_slot *as;
+	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	xfer_init(&x, slot, iov, iovcnt, flags);
+	as = x.as;
+	if (x.want == 0)
+		return 0;
+	vs_lock(&as->rx_lock);
+	atomic_fetch_add(&as->waiters, 1);
+	for (;;) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		/* the flags before the tail: the hub publishes the last bytes'
+		 * tail before it sets FIN, so a FIN seen here comes with them */
+		uint32_t fl = atomic_load(&as->flags);
+		uint64_t head, tail, avail;
+		if (vring_of(slot, as, 0, &x.v) < 0) {
+			if (!x.total)
+				x.ret = -ECONNRESET;
+			break;
+		}
+		head = atomic_load_explicit(&x.v.c->head, memory_order_relaxed);
+		tail = ring_load(&x.v.c->tail);
+		avail = tail - head;
+		if (avail > x.v.size)
+			avail = 0; /* a corrupt counter (only the writer could): give nothing */
+		if (avail) {
+			uint64_t pos = head + xfer_copy(&x, head, avail, 1);
+			if (!peek)
+				recv_consumed(&x, tail, pos);
+			if (!waitall || x.total == x.want)
+				break;
+			continue;
+		}
+		if (recv_stop(&x, fl) || recv_wait(&x, seq, tail))
+			break;
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0 &&
+	    ring_load(&x.v.c->tail) == atomic_load_explicit(&x.v.c->head, memory_order_relaxed))
+		vs_rx_settle(slot, as);
+	pthread_mutex_unlock(&as->rx_lock);
+	return x.total ? (ssize_t)x.total : x.ret;
+}
+
+int vs_nread(uint32_t slot)
+{
+	struct vring v;
+	if (vring_of(slot, cl_slot(slot), 0, &v) < 0)
+		return 0;
+	return (int)vring_used(&v);
+}

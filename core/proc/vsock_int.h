@@ -1,0 +1,120 @@
+/*
+ * vsock_int.h - what the three parts of the socket operations share:
+ * vsock.c (the control path: listen, connect, accept, shutdown, release),
+ * vsock_data.c (send, recv and waiting) and vsock_poll.c (readiness).
+ * This process's tables per slot, and where a slot's rings are.  What
+ * send and recv run on every call is static inline here, so that the split
+ * costs them nothing; the rest is hidden, never seen outside librshare.so.
+ */
+#ifndef RSHARE_VSOCK_INT_H
+#define RSHARE_VSOCK_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "client.h"
+#include "pair.h"
+#include "sys.h"
+
+#define VS_HIDDEN __attribute__((visibility("hidden")))
+/* a helper of send or recv: always folded into its one caller */
+#define VS_INLINE static inline __attribute__((always_inline))
+
+extern uint8_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
+extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
+
+/* the pair segment each slot used last (key: the slot's generation and
+ * the segment's id); vs_pair_map maps one (vsock.c) */
+struct vs_lmap_ent {
+	_Atomic uint64_t key;
+	uint8_t *base;
+};
+extern struct vs_lmap_ent vs_lmap[ARENA_MAX_SLOTS] VS_HIDDEN;
+uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key) VS_HIDDEN;
+
+/* vsock_data.c: wait for the slot's futex word to move past seq (0,
+ * -EINTR, -ECONNRESET when the hub is gone) */
+int vs_wait_seq(struct arena_slot *as, uint32_t seq) VS_HIDDEN;
+/* vsock_poll.c: the readiness descriptor claimed more than is true */
+void vs_rx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
+void vs_tx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
+
+static inline void vs_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m); /* its owner died mid-copy: the counters were not moved */
+}
+
+static inline void vs_ring_bell(uint32_t slot, uint32_t op)
+{
+	if (arena_ring(cl.arena, slot, op))
+		cl_kick();
+}
+
+static inline void vs_poll_bell(uint32_t slot)
+{
+	vs_ring_bell(slot, SLOTOP_POLL);
+}
+
+struct vring {
+	struct ring *c;       /* head and tail */
+	uint8_t *base;        /* the bytes */
+	uint64_t size;
+	struct pair_dir *d;   /* same node: the wake-up words; else NULL */
+};
+
+/* The receive (tx 0) or send ring of a slot; -1 when a same-node
+ * connection's segment cannot be had (its hub is gone). */
+static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct vring *v)
+{
+	struct ring *r = tx ? &as->tx : &as->rx;
+	uint32_t seg = as->pair_seg;
+	uint64_t key;
+	uint8_t *b;
+	v->size = r->size;
+	if (!seg) {
+		v->c = r;
+		v->base = arena_bytes(cl.arena, r->off);
+		v->d = NULL;
+		return 0;
+	}
+	key = (uint64_t)as->gen << 32 | seg;
+	if (atomic_load_explicit(&vs_lmap[slot].key, memory_order_acquire) == key)
+		b = vs_lmap[slot].base;
+	else if (!(b = vs_pair_map(slot, as, key)))
+		return -1;
+	v->d = &((struct pair_hdr *)b)->dir[(tx ? as->pair_tx : as->pair_rx) % PAIR_MAX_DIRS];
+	v->c = &v->d->r;
+	v->base = b + r->off;
+	return 0;
+}
+
+/* Bytes in a ring, as its reader sees them: 0 for impossible counters
+ * (only the other side of a same-node connection could write those). */
+static inline uint64_t vring_used(const struct vring *v)
+{
+	uint64_t used = ring_load(&v->c->tail) - ring_load(&v->c->head);
+	return used > v->size ? 0 : used;
+}
+
+/* After a store the other side may be waiting for: if it said so, take its
+ * word back and have the hub wake it. */
+static inline void vs_other_bell(uint32_t slot, _Atomic uint64_t *ctr, uint64_t v, _Atomic uint32_t *want,
+				 uint32_t op)
+{
+	/* both sides' store-then-load in one total order (seq_cst): either
+	 * the sleeper sees the new counter or this sees its word */
+	atomic_store(ctr, v);
+	if (atomic_load(want) && atomic_exchange(want, 0))
+		vs_ring_bell(slot, op);
+}
+
+/* Before sleeping: say so, then look once more (the other side looks at
+ * the word after its store).  1 when the counter moved meanwhile. */
+static inline int vs_want_wake(_Atomic uint32_t *want, _Atomic uint64_t *ctr, uint64_t old)
+{
+	atomic_store(want, 1);
+	return atomic_load(ctr) != old;
+}
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * vsock_poll.c - readiness of arena slots (hub_poll.c has the whole story).
+ *
+ * A socket's readiness descriptor is asked of the hub the first time it is
+ * polled; its true readiness is what its rings and flags say
+ * (vs_poll_mask).  When the descriptor claimed more than is true, it is
+ * brought in line: emptied when the receive ring is, filled when the send
+ * ring is full, and the hub told to look again.
+ */
+#include <poll.h>
+
+#include "vsock_int.h"
+
+int vs_poll_fd(uint32_t slot, uint32_t gen)
+{
+	struct msg_req q = {.op = MSG_POLLFD, .slot = slot, .gen = gen};
+	struct msg_rep r;
+	int fd, ret, none = 0;
+	if ((fd = atomic_load(&vs_poll_fds[slot])))
+		return fd - 1;
+	ret = cl_rpc_fd(&q, &r, &fd);
+	if (ret < 0 || r.status || fd < 0) {
+		if (fd >= 0)
+			sys_close(fd);
+		return ret < 0 ? ret : r.status ? r.status : -EBADF;
+	}
+	fd = cl_hi_fd(fd);
+	/* two threads may have asked at once: the first one's stays */
+	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
+		sys_close(fd);
+		return none - 1;
+	}
+	return fd;
+}
+
+int vs_poll_fd_cached(uint32_t slot)
+{
+	return atomic_load(&vs_poll_fds[slot]) - 1;
+}
+
+static uint64_t tx_space(uint32_t slot, struct arena_slot *as)
+{
+	struct vring v;
+	uint64_t used;
+	if (vring_of(slot, as, 1, &v) < 0)
+		return 0;
+	used = ring_load(&v.c->tail) - ring_load(&v.c->head);
+	return used > v.size ? 0 : v.size - used;
+}
+
+unsigned vs_poll_mask(uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint32_t fl = atomic_load(&as->flags), st = atomic_load(&as->state);
+	uint64_t avail = 0;
+	unsigned m = 0;
+	struct vring v;
+	if (cl_hub_dead() || st == SLOT_CLOSED)
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP |
+		       (atomic_load(&as->error) ? POLLERR : 0);
+	if (st == SLOT_CONNECTING)
+		return 0;
+	if (st == SLOT_FALLBACK)
+		return POLLOUT | POLLWRNORM; /* the waiter comes, and learns it */
+	if (st != SLOT_ESTABLISHED)
+		return POLLOUT | POLLHUP; /* as the kernel for a socket that is not connected */
+	if (vring_of(slot, as, 0, &v) == 0) {
+		avail = vring_used(&v);
+		/* same node: whoever polls has seen this; the next arrival must
+		 * reach the hub, which marks the readiness descriptor again */
+		if (avail && v.d && !atomic_load_explicit(&v.d->rx_want, memory_order_relaxed))
+			atomic_store(&v.d->rx_want, 1);
+	}
+	if (avail || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+		m |= POLLIN | POLLRDNORM;
+	if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
+		m |= POLLRDHUP;
+	/* writable with a quarter of the ring free, as the hub then drains */
+	if ((fl & SLOTF_TX_SHUT) || tx_space(slot, as) >= as->tx.size / 4)
+		m |= POLLOUT | POLLWRNORM;
+	if ((fl & SLOTF_TX_SHUT) && (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+		m |= POLLHUP; /* both directions shut */
+	if (atomic_load(&as->error))
+		m |= POLLERR;
+	return m;
+}
+
+/* The receive ring was found empty: take the hub's byte out of the
+ * readiness descriptor, and ask for it again if data came meanwhile. */
+void vs_rx_settle(uint32_t slot, struct arena_slot *as)
+{
+	char b[64];
+	int fd = vs_poll_fds[slot] - 1;
+	if (fd < 0 || !atomic_load(&as->rx_sig))
+		return;
+	atomic_store(&as->rx_sig, 0);
+	while (sys_read(fd, b, sizeof(b)) == sizeof(b))
+		;
+	if (as->pair_seg) {
+		struct vring v;
+		if (vring_of(slot, as, 0, &v) == 0)
+			atomic_store(&v.d->rx_want, 1);
+	}
+	if (vs_poll_mask(slot) & POLLIN) {
+		atomic_store(&as->rx_sig, 0);
+		vs_poll_bell(slot);
+	}
+}
+
+/* The send ring was found full: fill the descriptor so it stops being
+ * writable (every time: a drain of the hub's may have come between), then
+ * say so; the hub drains it when room comes back, and a drain that raced
+ * with this fill only wakes a waiter early, which finds the ring full and
+ * comes here again. */
+void vs_tx_settle(uint32_t slot, struct arena_slot *as)
+{
+	static const char junk[16384];
+	int fd = vs_poll_fds[slot] - 1;
+	if (fd < 0)
+		return;
+	while (sys_write(fd, junk, sizeof(junk)) > 0)
+		;
+	atomic_store(&as->tx_blk, 1);
+	if (as->pair_seg) {
+		struct vring v;
+		if (vring_of(slot, as, 1, &v) == 0)
+			atomic_store(&v.d->tx_want, 1);
+	}
+	if (tx_space(slot, as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED)
+		vs_poll_bell(slot);
+}
+
+void vs_poll_settle(uint32_t slot, unsigned claimed)
+{
+	struct arena_slot *as = cl_slot(slot);
+	unsigned m = vs_poll_mask(slot);
+	if ((claimed & POLLIN) && !(m & POLLIN))
+		vs_rx_settle(slot, as);
+	if ((claimed & POLLOUT) && !(m & POLLOUT))
+		vs_tx_settle(slot, as);
+}
