@@ -1,0 +1,131 @@
+/*
+ * connect.c - connect: the hub first, kernel TCP when the other side has
+ * no rshare listener, and a nonblocking connect settled later.
+ *
+ * A blocking connect asks the hub and waits for its answer: an rshare
+ * connection (FD_RS) or "fall back", and then the kernel's connect.  A
+ * nonblocking one sends the CONNECT and returns EINPROGRESS; the entry is
+ * FD_RS with pending set (and the destination kept) until the answer
+ * comes.  Whoever looks at it next (rs_of) settles it: an rshare
+ * connection from then on, or a kernel socket whose own connect starts
+ * then (rs_settle), its epoll registrations moved over (epoll.c).
+ */
+#include "preload.h"
+
+/* connect again on an rshare socket: as the kernel answers it */
+static int rs_connect_again(int fd, struct pfd *p, const struct sockaddr *addr, socklen_t len)
+{
+	uint32_t st;
+	int e;
+	if (!rs_of(fd))
+		return R(connect)(fd, addr, len); /* now a kernel socket */
+	st = atomic_load(&cl_slot(p->slot)->state);
+	if (st == SLOT_CONNECTING) {
+		errno = EALREADY;
+		return -1;
+	}
+	e = st == SLOT_CLOSED ? vs_take_error(p->slot) : 0;
+	errno = e ? e : EISCONN;
+	return -1;
+}
+
+/* The socket's local address, a port reserved in the kernel first as
+ * connect would: -1 when that fails (then the kernel connects). */
+static int conn_local(int fd, union sockaddr_any *local)
+{
+	socklen_t ll = sizeof(*local);
+	if (R(getsockname)(fd, &local->sa, &ll) < 0)
+		return -1;
+	if ((local->sa.sa_family == AF_INET && !local->in.sin_port) ||
+	    (local->sa.sa_family == AF_INET6 && !local->in6.sin6_port)) {
+		union sockaddr_any any;
+		memset(&any, 0, sizeof(any));
+		any.sa.sa_family = local->sa.sa_family;
+		if (bind(fd, &any.sa, local->sa.sa_family == AF_INET ? sizeof(any.in) : sizeof(any.in6)) < 0)
+			return -1;
+		ll = sizeof(*local);
+		R(getsockname)(fd, &local->sa, &ll);
+	}
+	return 0;
+}
+
+/* nonblocking: the CONNECT goes, the answer comes later */
+static int conn_start(int fd, struct pfd *p, const union sockaddr_any *dst, const union sockaddr_any *local,
+		      const struct sockaddr *addr, socklen_t len)
+{
+	uint32_t slot, gen;
+	int r = vs_connect_start(dst, local, p->rxsize, p->txsize, &slot, &gen);
+	if (r == 1)
+		return R(connect)(fd, addr, len);
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .slot = slot,
+				 .gen = gen, .evfd = -1, .dst = *dst});
+	atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
+	errno = EINPROGRESS;
+	return -1;
+}
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct pfd *p = pfd_get(fd);
+	union sockaddr_any dst, local;
+	int r;
+	if (p && p->kind == FD_TCP &&
+	    (p->pending || !cfg_use_rshare(CFG_CONNECT, fd, addr, len, &p->rxsize, &p->txsize)))
+		return R(connect)(fd, addr, len);
+	if (p && p->kind == FD_RS)
+		return rs_connect_again(fd, p, addr, len);
+	if (!p || p->kind != FD_TCP || !addr ||
+	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
+		return R(connect)(fd, addr, len);
+	memset(&dst, 0, sizeof(dst));
+	memcpy(&dst, addr, addr->sa_family == AF_INET ? sizeof(dst.in) : sizeof(dst.in6));
+	if (conn_local(fd, &local) < 0)
+		return R(connect)(fd, addr, len);
+	if (R(fcntl)(fd, F_GETFL) & O_NONBLOCK)
+		return conn_start(fd, p, &dst, &local, addr, len);
+	r = vs_connect(&dst, &local, p->rxsize, p->txsize, &p->slot, &p->gen);
+	if (r == 1)
+		return R(connect)(fd, addr, len);
+	if (r < 0) {
+		errno = -r;
+		return -1;
+	}
+	p->evfd = -1;
+	__atomic_store_n(&p->kind, FD_RS, __ATOMIC_RELEASE);
+	if (R(fcntl)(fd, F_GETFL) & O_NONBLOCK)
+		atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
+	return 0;
+}
+
+/* A nonblocking connect that went on rshare: once answered it is an
+ * rshare connection (or refused); given to kernel TCP, the descriptor
+ * becomes a kernel socket: the kernel connect starts now, and the epoll
+ * sets that waited on the readiness descriptor wait on the socket instead.
+ * 1 when it became a kernel socket. */
+int rs_settle(int fd, struct pfd *p)
+{
+	uint32_t slot = p->slot, gen = p->gen, st = atomic_load(&cl_slot(slot)->state);
+	union sockaddr_any dst = p->dst;
+	if (st == SLOT_CONNECTING)
+		return 0;
+	if (st != SLOT_FALLBACK) {
+		p->pending = 0;
+		return 0;
+	}
+	if (!ep_hand_over(fd, p, slot))
+		return p->kind == FD_TCP; /* another thread did it */
+	vs_unref(slot, gen);
+	if (R(connect)(fd, &dst.sa, dst.sa.sa_family == AF_INET6 ? sizeof(dst.in6) : sizeof(dst.in)) < 0 &&
+	    errno == EINPROGRESS) {
+		/* the program was told the connect is over (writable): let the
+		 * kernel's answer come first, a round trip (at most 1 s) */
+		struct pollfd w = {.fd = fd, .events = POLLOUT};
+		R(poll)(&w, 1, 1000);
+	}
+	return 1;
+}

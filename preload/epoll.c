@@ -1,0 +1,322 @@
+/*
+ * epoll.c - epoll over rshare sockets: its records, epoll_ctl and the
+ * checked epoll_wait.
+ *
+ * An rshare connection is registered as its readiness descriptor under
+ * a tag of ours (the record's index, above a per-process magic), and
+ * epoll_wait checks each tagged event against the socket's true state
+ * before it hands it on with the program's own data: like poll, it never
+ * reports more than is true (a byte of the hub's can land just after the
+ * program read the data it announced, and some programs count a read that
+ * finds nothing as an error).  A record lives until the program deletes
+ * it or this process closes its last descriptor of the socket; when no
+ * process holds the socket any more its registrations are deleted too, as
+ * the kernel forgets a closed socket (ep_forget, called by core/proc).
+ * Events of the program's other descriptors pass untouched.
+ *
+ * A listener is registered twice, its kernel listener and the hub's
+ * wake-up with the same data.
+ */
+#include <sys/random.h>
+#include <sys/syscall.h>
+
+#include "preload.h"
+
+struct ep_rec {
+	int epfd, pf;
+	uint32_t slot, gen, events, used;
+	uint32_t rgen;              /* bumped at each reuse: in the tag */
+	uint64_t data;
+	int next;                   /* next record of the slot (or free) + 1, 0: none */
+};
+static struct ep_rec *ep_recs;
+static int ep_n, ep_cap, ep_free, ep_live; /* ep_free: first free record + 1 */
+static int ep_head[ARENA_MAX_SLOTS];    /* first record of a slot + 1 */
+static uint64_t ep_magic;
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define EP_IDX_BITS 20
+static uint64_t ep_tag(int i)
+{
+	return ep_magic | (uint64_t)(ep_recs[i].rgen & 0xfff) << EP_IDX_BITS | (uint32_t)i;
+}
+
+/* the record for (epfd, pf), or -1; under ep_lock */
+static int ep_find(int epfd, int pf, uint32_t slot)
+{
+	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1)
+		if (ep_recs[i].epfd == epfd && ep_recs[i].pf == pf)
+			return i;
+	return -1;
+}
+
+static int ep_new(void)
+{
+	int i;
+	if (ep_free) {
+		i = ep_free - 1;
+		ep_free = ep_recs[i].next;
+		return i;
+	}
+	if (ep_n == 1 << EP_IDX_BITS)
+		return -1;
+	if (ep_n == ep_cap) {
+		int c = ep_cap ? ep_cap * 2 : 64;
+		struct ep_rec *m = realloc(ep_recs, (size_t)c * sizeof(*m));
+		if (!m)
+			return -1;
+		ep_recs = m;
+		ep_cap = c;
+	}
+	ep_recs[ep_n].rgen = 0;
+	return ep_n++;
+}
+
+static void ep_unlink(int i)
+{
+	struct ep_rec *r = &ep_recs[i];
+	for (int *pp = &ep_head[r->slot]; *pp; pp = &ep_recs[*pp - 1].next)
+		if (*pp - 1 == i) {
+			*pp = r->next;
+			break;
+		}
+	r->used = 0;
+	r->rgen++;
+	r->next = ep_free;
+	ep_free = i + 1;
+	__atomic_store_n(&ep_live, ep_live - 1, __ATOMIC_RELAXED);
+}
+
+void ep_forget(uint32_t slot, int pf, int gone)
+{
+	pthread_mutex_lock(&ep_lock);
+	while (ep_head[slot]) {
+		int i = ep_head[slot] - 1;
+		if (gone && ep_recs[i].pf == pf)
+			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
+		ep_unlink(i);
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
+/* a listener: both the kernel listener and the hub's wake-up, same data */
+static int ep_ctl_listen(int epfd, int op, int fd, struct pfd *p, struct epoll_event *ev)
+{
+	struct epoll_event e2;
+	int r = R(epoll_ctl)(epfd, op, fd, ev);
+	if (r < 0)
+		return r;
+	if (ev) {
+		e2 = *ev;
+		e2.events &= ~(uint32_t)(EPOLLOUT | EPOLLPRI);
+	}
+	if (R(epoll_ctl)(epfd, op, p->evfd, ev ? &e2 : NULL) < 0 && op == EPOLL_CTL_ADD) {
+		int e = errno;
+		R(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, NULL);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* EPOLL_CTL_ADD of the readiness descriptor pf of p's connection under
+ * a new record's tag (i: the record there is already, or -1); under ep_lock */
+static int ep_ctl_add(int epfd, int pf, const struct pfd *p, const struct epoll_event *ev, int i)
+{
+	struct epoll_event e2;
+	int r;
+	if (i >= 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	if ((i = ep_new()) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+	r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, pf, &e2);
+	if (r < 0) {
+		int e = errno;
+		ep_recs[i].next = ep_free;
+		ep_recs[i].used = 0;
+		ep_recs[i].rgen++;
+		ep_free = i + 1;
+		errno = e;
+		return r;
+	}
+	ep_recs[i] = (struct ep_rec){.epfd = epfd, .pf = pf, .slot = p->slot, .gen = p->gen,
+				     .events = ev->events, .used = 1, .data = ev->data.u64,
+				     .next = ep_head[p->slot], .rgen = ep_recs[i].rgen};
+	ep_head[p->slot] = i + 1;
+	__atomic_store_n(&ep_live, ep_live + 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+/* EPOLL_CTL_MOD of pf, record i (or -1); under ep_lock */
+static int ep_ctl_mod(int epfd, int pf, struct epoll_event *ev, int i)
+{
+	struct epoll_event e2;
+	int r;
+	if (i < 0) {
+		/* registered before this process knew of it (an exec): as is */
+		return R(epoll_ctl)(epfd, EPOLL_CTL_MOD, pf, ev);
+	}
+	e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+	r = R(epoll_ctl)(epfd, EPOLL_CTL_MOD, pf, &e2);
+	if (r == 0) {
+		ep_recs[i].events = ev->events;
+		ep_recs[i].data = ev->data.u64;
+	}
+	return r;
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct pfd *p = rs_of(fd);
+	int r, pf, i;
+	if (!p)
+		return R(epoll_ctl)(epfd, op, fd, ev);
+	if (p->kind == FD_LISTEN)
+		return ep_ctl_listen(epfd, op, fd, p, ev);
+	pf = vs_poll_fd(p->slot, p->gen);
+	if (pf < 0) {
+		errno = -pf == EBADF ? EPERM : -pf;
+		return -1;
+	}
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev) {
+		errno = EFAULT;
+		return -1;
+	}
+	pthread_mutex_lock(&ep_lock);
+	while (!ep_magic) {
+		uint32_t m = 0;
+		if (getrandom(&m, sizeof(m), 0) == sizeof(m))
+			ep_magic = (uint64_t)(m | 0x80000000u) << 32;
+	}
+	i = ep_find(epfd, pf, p->slot);
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		r = ep_ctl_add(epfd, pf, p, ev, i);
+		break;
+	case EPOLL_CTL_MOD:
+		r = ep_ctl_mod(epfd, pf, ev, i);
+		break;
+	case EPOLL_CTL_DEL:
+		r = R(epoll_ctl)(epfd, op, pf, ev);
+		if (r == 0 && i >= 0)
+			ep_unlink(i);
+		break;
+	default:
+		errno = EINVAL;
+		r = -1;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return r;
+}
+
+
+/* Our events into the program's: checked, its data put back; what is not
+ * true is dropped (a one-shot registration armed again). */
+static int ep_filter(int epfd, struct epoll_event *ev, int n)
+{
+	int out = 0;
+	pthread_mutex_lock(&ep_lock);
+	for (int k = 0; k < n; k++) {
+		uint64_t d = ev[k].data.u64;
+		struct ep_rec *r;
+		unsigned m;
+		uint32_t idx = (uint32_t)d & ((1u << EP_IDX_BITS) - 1);
+		if ((d & 0xffffffff00000000ull) != ep_magic || idx >= (uint32_t)ep_n) {
+			ev[out++] = ev[k];
+			continue;
+		}
+		r = &ep_recs[idx];
+		if (!r->used || d != ep_tag((int)idx) || cl_slot(r->slot)->gen != r->gen)
+			continue; /* a socket this process let go of */
+		m = vs_poll_mask(r->slot);
+		if (ev[k].events & ~m & (EPOLLIN | EPOLLOUT))
+			vs_poll_settle(r->slot, ev[k].events);
+		m &= r->events | EPOLLERR | EPOLLHUP;
+		if (!m) {
+			if (r->events & EPOLLONESHOT) {
+				struct epoll_event e2 = {.events = r->events, .data.u64 = d};
+				R(epoll_ctl)(epfd, EPOLL_CTL_MOD, r->pf, &e2);
+			}
+			continue;
+		}
+		ev[out].events = m;
+		ev[out++].data.u64 = r->data;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return out;
+}
+
+static int ep_wait(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+		   const sigset_t *mask)
+{
+	struct timespec end = {0, 0};
+	if (tmo) {
+		tmo_deadline(tmo, &end);
+	}
+	for (;;) {
+		long ms = tmo ? tmo_ms_left(&end) : -1;
+		int n = R(epoll_pwait)(epfd, ev, max, ms > INT_MAX ? INT_MAX : (int)ms, mask);
+		if (n <= 0)
+			return n;
+		n = ep_filter(epfd, ev, n);
+		if (n || (tmo && tmo_ms_left(&end) == 0))
+			return n;
+	}
+}
+
+int epoll_wait(int epfd, struct epoll_event *ev, int max, int ms)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0)
+		return R(epoll_wait)(epfd, ev, max, ms);
+	return ep_wait(epfd, ev, max, ms < 0 ? NULL : &t, NULL);
+}
+
+int epoll_pwait(int epfd, struct epoll_event *ev, int max, int ms, const sigset_t *mask)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0)
+		return R(epoll_pwait)(epfd, ev, max, ms, mask);
+	return ep_wait(epfd, ev, max, ms < 0 ? NULL : &t, mask);
+}
+
+int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0 || (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000)))
+		return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, tmo, mask, 8);
+	return ep_wait(epfd, ev, max, tmo, mask);
+}
+
+/* A nonblocking connect given to kernel TCP (rs_settle, connect.c): the
+ * epoll sets that waited on its readiness descriptor wait on the socket
+ * fd itself from now on, and its entry becomes FD_TCP with its kernel
+ * connect under way, both under ep_lock so that one thread does it.
+ * 0 when another thread did it already. */
+int ep_hand_over(int fd, struct pfd *p, uint32_t slot)
+{
+	int pf;
+	pthread_mutex_lock(&ep_lock);
+	if (!p->pending || p->slot != slot) {
+		pthread_mutex_unlock(&ep_lock);
+		return 0;
+	}
+	pf = vs_poll_fd_cached(slot);
+	while (ep_head[slot]) {
+		int i = ep_head[slot] - 1;
+		struct epoll_event e = {.events = ep_recs[i].events, .data.u64 = ep_recs[i].data};
+		if (pf >= 0)
+			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
+		R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_ADD, fd, &e);
+		ep_unlink(i);
+	}
+	/* pending 2: its kernel connect is under way, later connects are the kernel's */
+	pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = p->family, .pending = 2});
+	pthread_mutex_unlock(&ep_lock);
+	return 1;
+}

@@ -1,0 +1,243 @@
+/*
+ * io.c - the data calls: read, write, send, recv and their msg, vector,
+ * address and _FORTIFY_SOURCE forms, and sendfile.
+ *
+ * On a descriptor that is not an rshare socket each call is as cheap as
+ * it can be: read, write, send and recv are a bounds check, one load
+ * (rs_peek) and a tail call to libc; the rshare side is out of line
+ * (rs_send, rs_recv), and so is the pending check of a nonblocking
+ * connect.  On an rshare connection the data goes through its arena rings
+ * (vs_send, vs_recv); a listener or a socket not connected is ENOTCONN.
+ */
+#include "preload.h"
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p)
+		return R(sendmsg)(fd, m, flags);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return ret_err(vs_send(p->slot, m->msg_iov, (int)m->msg_iovlen, flags));
+}
+
+/* send and recv on an rshare socket, out of line: what other descriptors
+ * pay is rs_of() and a tail call to libc */
+/* before libc's read and write are known (another library's constructor) */
+static __attribute__((noinline)) ssize_t plain_write(int fd, const void *buf, size_t len)
+{
+	return R(write)(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t plain_read(int fd, void *buf, size_t len)
+{
+	return R(read)(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t rs_send(int fd, struct pfd *p, const void *buf, size_t len, int flags)
+{
+	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+	if (!p || (p->pending && rs_settle(fd, p)))
+		return R(send)(fd, buf, len, flags); /* not rshare, or kernel TCP from now */
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return ret_err(vs_send(p->slot, &v, 1, flags));
+}
+
+static __attribute__((noinline)) ssize_t rs_recv(int fd, struct pfd *p, void *buf, size_t len, int flags)
+{
+	struct iovec v = {.iov_base = buf, .iov_len = len};
+	if (!p || (p->pending && rs_settle(fd, p)))
+		return R(recv)(fd, buf, len, flags);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return ret_err(vs_recv(p->slot, &v, 1, flags));
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_send, 1))
+		return real_send(fd, buf, len, flags); /* a tail call, no frame */
+	return rs_send(fd, p, buf, len, flags);
+}
+
+ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t al)
+{
+	if (!rs_of(fd))
+		return R(sendto)(fd, buf, len, flags, a, al);
+	(void)a; /* as Linux TCP: a connected stream socket ignores the address */
+	(void)al;
+	return send(fd, buf, len, flags);
+}
+
+ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_write, 1))
+		return real_write(fd, buf, len); /* a tail call, no frame */
+	if (!p)
+		return plain_write(fd, buf, len);
+	return rs_send(fd, p, buf, len, 0);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p)
+		return R(writev)(fd, iov, n);
+	if (p->kind != FD_RS || n < 0 || n > IOV_MAX) {
+		errno = p->kind != FD_RS ? ENOTCONN : EINVAL;
+		return -1;
+	}
+	return ret_err(vs_send(p->slot, iov, n, 0));
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct pfd *p = rs_of(fd);
+	ssize_t r;
+	if (!p)
+		return R(recvmsg)(fd, m, flags);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	r = vs_recv(p->slot, m->msg_iov, (int)m->msg_iovlen, flags);
+	if (r >= 0) {
+		if (m->msg_name)
+			sock_fill_addr(&cl_slot(p->slot)->peer, m->msg_name, &m->msg_namelen);
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return ret_err(r);
+}
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_recv, 1))
+		return real_recv(fd, buf, len, flags); /* a tail call, no frame */
+	return rs_recv(fd, p, buf, len, flags);
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, socklen_t *al)
+{
+	struct pfd *p = rs_of(fd);
+	ssize_t r;
+	if (!p)
+		return R(recvfrom)(fd, buf, len, flags, a, al);
+	r = recv(fd, buf, len, flags);
+	if (r >= 0 && a && al)
+		sock_fill_addr(&cl_slot(p->slot)->peer, a, al);
+	return r;
+}
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+	struct pfd *p = rs_peek(fd);
+	if (__builtin_expect(!p && real_read, 1))
+		return real_read(fd, buf, len); /* a tail call, no frame */
+	if (!p)
+		return plain_read(fd, buf, len);
+	return rs_recv(fd, p, buf, len, 0);
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p)
+		return R(readv)(fd, iov, n);
+	if (p->kind != FD_RS || n < 0 || n > IOV_MAX) {
+		errno = p->kind != FD_RS ? ENOTCONN : EINVAL;
+		return -1;
+	}
+	return ret_err(vs_recv(p->slot, iov, n, 0));
+}
+
+/* _FORTIFY_SOURCE builds call these instead */
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	(void)buflen;
+	return read(fd, buf, len);
+}
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	(void)buflen;
+	return recv(fd, buf, len, flags);
+}
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, struct sockaddr *a,
+		       socklen_t *al);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, struct sockaddr *a,
+		       socklen_t *al)
+{
+	(void)buflen;
+	return recvfrom(fd, buf, len, flags, a, al);
+}
+
+/* sendfile onto an rshare connection: read in pieces of 64 KiB and sent;
+ * what was read but not sent is given back to a file without offset */
+ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct pfd *p = rs_of(out);
+	static __thread char *buf;
+	size_t done = 0;
+	ssize_t ret = 0;
+	if (!p)
+		return R(sendfile)(out, in, off, count);
+	if (p->kind != FD_RS) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (!buf && !(buf = malloc(1 << 16))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	while (done < count) {
+		size_t want = count - done < (1 << 16) ? count - done : (1 << 16);
+		ssize_t r = off ? pread(in, buf, want, *off + (off_t)done) : sys_read(in, buf, want);
+		struct iovec v;
+		ssize_t w;
+		if (r <= 0) {
+			if (r < 0 && !done)
+				ret = -1;
+			break;
+		}
+		v = (struct iovec){.iov_base = buf, .iov_len = (size_t)r};
+		w = vs_send(p->slot, &v, 1, 0);
+		if (w < 0) {
+			if (!off)
+				lseek(in, -r, SEEK_CUR);
+			if (!done) {
+				errno = (int)-w;
+				ret = -1;
+			}
+			break;
+		}
+		done += (size_t)w;
+		if (w < r) {
+			if (!off)
+				lseek(in, -(r - w), SEEK_CUR); /* what was read but not sent */
+			break;
+		}
+	}
+	if (ret < 0)
+		return -1;
+	if (off)
+		*off += (off_t)done;
+	return (ssize_t)done;
+}
+
+ssize_t sendfile64(int out, int in, off_t *off, size_t count);
+ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}

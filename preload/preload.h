@@ -1,0 +1,162 @@
+/*
+ * preload.h - what the files of the interposition layer share (internal
+ * to librshare.so, never installed).
+ *
+ * The descriptor table: one struct pfd per descriptor number, kind written
+ * last and read first, so that a descriptor that is not an rshare socket
+ * costs a bounds check and one load (pfd_get, rs_peek, rs_of inline here).
+ * The real functions: real_NAME is the next definition of NAME (libc's),
+ * found by the constructor (preload.c); R(NAME) finds it at first use too,
+ * as another library's constructor may call in before ours has run.
+ *
+ * Everything declared here is hidden: it is reached from the other files
+ * of the library directly (no GOT, no PLT), as a static would be.  The
+ * functions that implement libc calls keep libc's convention (-1, errno).
+ */
+#ifndef RSHARE_PRELOAD_H
+#define RSHARE_PRELOAD_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "config.h"
+#include "sys.h"
+
+#define PL_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- the real functions (preload.c) ---- */
+
+#define REAL_NAMES(X)                                                                              \
+	X(socket) X(listen) X(accept) X(accept4) X(connect) X(read) X(write) X(recv) X(send)       \
+	X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(readv) X(writev) X(close) X(shutdown)      \
+	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
+	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
+	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve)
+
+PL_HIDDEN void *real_next(const char *name);
+
+#define REAL_DECL(name)                                                           \
+	extern PL_HIDDEN __typeof__(name) *real_##name;                           \
+	static inline __typeof__(name) *get_##name(void)                          \
+	{                                                                         \
+		if (__builtin_expect(!real_##name, 0))                            \
+			real_##name = (__typeof__(name) *)real_next(#name);       \
+		return real_##name;                                               \
+	}
+REAL_NAMES(REAL_DECL)
+#define R(name) (get_##name())
+
+/* ---- the descriptor table (fdtab.c) ---- */
+
+enum { FD_NONE = 0, FD_TCP, FD_RS, FD_LISTEN };
+
+struct pfd {
+	uint8_t kind;
+	uint8_t family;
+	uint8_t pending;         /* FD_RS: a nonblocking connect under way (to dst);
+				    FD_TCP: 2, that connect given to kernel TCP */
+	uint32_t slot, gen;
+	uint32_t rxsize, txsize; /* SO_RCVBUF / SO_SNDBUF asked before connect or listen */
+	int evfd;                /* listener: the hub's wake-up */
+	union sockaddr_any dst;
+};
+
+extern PL_HIDDEN struct pfd *pfd_tab;
+extern PL_HIDDEN unsigned pfd_max;
+
+PL_HIDDEN void pfd_table_init(void);
+PL_HIDDEN void pfd_set(struct pfd *p, const struct pfd *v);
+PL_HIDDEN void pfd_clear(int fd);
+PL_HIDDEN void pfd_forget(int fd);
+PL_HIDDEN int pfd_dup(int oldfd, int newfd);
+
+static inline struct pfd *pfd_get(int fd)
+{
+	return (unsigned)fd < pfd_max ? &pfd_tab[fd] : NULL;
+}
+
+/* The rshare socket behind fd (or one being connected), or NULL: the
+ * fast check, before the pending check of rs_of(). */
+static inline struct pfd *rs_peek(int fd)
+{
+	struct pfd *p = pfd_get(fd);
+	return p && __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) >= FD_RS ? p : NULL;
+}
+
+/* connect.c: a nonblocking connect that went on rshare, settled */
+PL_HIDDEN __attribute__((noinline)) int rs_settle(int fd, struct pfd *p);
+
+/* The rshare socket behind fd, or NULL: the fast check on every call. */
+static inline struct pfd *rs_of(int fd)
+{
+	struct pfd *p = pfd_get(fd);
+	if (!p || __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) < FD_RS)
+		return NULL;
+	/* a nonblocking connect given to kernel TCP: the kernel's from now */
+	return __builtin_expect(p->pending, 0) && rs_settle(fd, p) ? NULL : p;
+}
+
+/* a -errno answer of core/proc as libc's -1 and errno */
+static inline ssize_t ret_err(ssize_t r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* ---- the rest, each from its file ---- */
+
+/* socket.c: a's address into out (at most *len bytes), *len its size */
+PL_HIDDEN void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len);
+
+/* poll.c, epoll.c: end = now (CLOCK_MONOTONIC) plus t */
+static inline void tmo_deadline(const struct timespec *t, struct timespec *end)
+{
+	clock_gettime(CLOCK_MONOTONIC, end);
+	end->tv_sec += t->tv_sec;
+	end->tv_nsec += t->tv_nsec;
+	if (end->tv_nsec >= 1000000000) {
+		end->tv_sec++;
+		end->tv_nsec -= 1000000000;
+	}
+}
+
+/* the milliseconds left until end, rounded up */
+static inline long tmo_ms_left(const struct timespec *end)
+{
+	struct timespec now;
+	long ms;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec + 999999) / 1000000;
+	return ms < 0 ? 0 : ms;
+}
+
+/* epoll.c */
+PL_HIDDEN void ep_forget(uint32_t slot, int pf, int gone);
+PL_HIDDEN int ep_hand_over(int fd, struct pfd *p, uint32_t slot);
+
+/* exec.c: in the new program, take up the sockets the old one kept */
+PL_HIDDEN void exec_adopt(void);
+
+#endif

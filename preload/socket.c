@@ -1,0 +1,208 @@
+/*
+ * socket.c - socket, bind, listen, accept, shutdown and the socket's
+ * names: where a kernel socket becomes (or stays) an rshare one.
+ *
+ * socket() marks every AF_INET/AF_INET6 stream socket FD_TCP; bind() is
+ * the kernel's, and gives the port back when an rshare connection holds
+ * it at the hub; listen() keeps the kernel listener and registers an
+ * rshare one beside it (FD_LISTEN), so accept() takes from either: the
+ * hub's accept queue first, then the kernel listener, waiting on both.
+ * An accepted rshare connection gets a fresh kernel socket of the same
+ * kind as its descriptor (FD_RS).
+ */
+#include "preload.h"
+
+int socket(int domain, int type, int protocol)
+{
+	int fd = R(socket)(domain, type, protocol);
+	struct pfd *p = pfd_get(fd);
+	if (p) {
+		int tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+			  (protocol == 0 || protocol == IPPROTO_TCP);
+		pfd_set(p, &(struct pfd){.kind = tcp ? FD_TCP : FD_NONE, .family = tcp ? (uint8_t)domain : 0});
+	}
+	return fd;
+}
+
+int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct pfd *p = pfd_get(fd);
+	int reuse = 0;
+	socklen_t rl = sizeof(reuse);
+	union sockaddr_any a;
+	int r = R(bind)(fd, addr, len);
+	if (r < 0 || !p || p->kind != FD_TCP || cl.attached <= 0 || !addr ||
+	    len < sizeof(struct sockaddr_in))
+		return r;
+	/* an accepted rshare connection has no kernel socket on the port:
+	 * ask the hub, as the kernel would refuse while one is open */
+	if (R(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, &rl) == 0 && reuse)
+		return r;
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, addr, len < sizeof(a) ? len : sizeof(a));
+	if ((a.sa.sa_family == AF_INET && a.in.sin_port) || (a.sa.sa_family == AF_INET6 && a.in6.sin6_port)) {
+		if (vs_port_in_use(&a)) {
+			/* give the port back: a fresh socket of the same kind */
+			int nfd = R(socket)(p->family, SOCK_STREAM, 0);
+			if (nfd >= 0) {
+				int fl = R(fcntl)(fd, F_GETFL), fdfl = R(fcntl)(fd, F_GETFD);
+				R(dup3)(nfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+				R(close)(nfd);
+				R(fcntl)(fd, F_SETFL, fl);
+			}
+			errno = EADDRINUSE;
+			return -1;
+		}
+	}
+	return r;
+}
+
+int listen(int fd, int backlog)
+{
+	struct pfd *p = pfd_get(fd);
+	union sockaddr_any a;
+	socklen_t al = sizeof(a);
+	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
+		return R(listen)(fd, backlog);
+	int ret = R(listen)(fd, backlog), fl;
+	if (ret < 0 || !p || p->kind != FD_TCP)
+		return ret;
+	if (R(getsockname)(fd, &a.sa, &al) < 0)
+		return ret;
+	/* accept waits on the kernel listener and the hub at once: the kernel
+	 * side must never block, the application's O_NONBLOCK is kept apart */
+	fl = R(fcntl)(fd, F_GETFL);
+	if (vs_listen(&a, backlog, p->rxsize, p->txsize, &p->evfd, &p->slot, &p->gen) == 0) {
+		__atomic_store_n(&p->kind, FD_LISTEN, __ATOMIC_RELEASE);
+		if (fl & O_NONBLOCK)
+			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
+		R(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
+	}
+	return ret;
+}
+
+static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
+{
+	int fd = R(socket)(lp->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+	struct pfd *p = pfd_get(fd);
+	if (fd < 0 || !p) {
+		int e = fd < 0 ? errno : EMFILE;
+		if (fd >= 0)
+			R(close)(fd);
+		vs_unref(slot, gen);
+		errno = e;
+		return -1;
+	}
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1});
+	if (flags & SOCK_NONBLOCK)
+		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
+	return fd;
+}
+
+void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len)
+{
+	socklen_t n = a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
+	if (!out || !len)
+		return;
+	memcpy(out, a, *len < n ? *len : n);
+	*len = n;
+}
+
+static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct arena_slot *ls = cl_slot(p->slot);
+	for (;;) {
+		uint32_t ns, ng;
+		uint64_t junk;
+		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
+		int r, nfd;
+		while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
+			;
+		r = vs_accept(p->slot, p->gen, &ns, &ng);
+		if (r == 0) {
+			/* more waiting: the wake-up stays readable for pollers */
+			if (atomic_load(&ls->acceptq)) {
+				uint64_t one = 1;
+				if (sys_write(p->evfd, &one, sizeof(one)) < 0) {
+					/* saturated: readable anyway */
+				}
+			}
+			nfd = new_rs_fd(p, ns, ng, flags);
+			if (nfd >= 0)
+				sock_fill_addr(&cl_slot(ns)->peer, addr, len);
+			return nfd;
+		}
+		if (r != -EAGAIN && !cl_hub_dead()) {
+			errno = -r;
+			return -1;
+		}
+		nfd = R(accept4)(fd, addr, len, flags);
+		if (nfd >= 0 || errno != EAGAIN)
+			return nfd;
+		if (atomic_load(&ls->flags) & SLOTF_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		r = R(poll)(pf, 2, -1);
+		if (r < 0 && errno == EINTR && !vs_restartable())
+			return -1;
+	}
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct pfd *p = rs_of(fd);
+	int nfd;
+	if (!p || p->kind != FD_LISTEN) {
+		nfd = R(accept4)(fd, addr, len, flags);
+		if (nfd >= 0 && pfd_get(nfd))
+			pfd_clear(nfd);
+		return nfd;
+	}
+	return rs_accept(fd, p, addr, len, flags);
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return accept4(fd, addr, len, 0);
+}
+
+int shutdown(int fd, int how)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p)
+		return R(shutdown)(fd, how);
+	if (p->kind == FD_LISTEN)
+		return R(shutdown)(fd, how);
+	return (int)ret_err(vs_shutdown(p->slot, p->gen, how));
+}
+
+int getsockname(int fd, struct sockaddr *a, socklen_t *len)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p || p->kind != FD_RS)
+		return R(getsockname)(fd, a, len);
+	if (!a || !len) {
+		errno = EFAULT;
+		return -1;
+	}
+	sock_fill_addr(&cl_slot(p->slot)->local, a, len);
+	return 0;
+}
+
+int getpeername(int fd, struct sockaddr *a, socklen_t *len)
+{
+	struct pfd *p = rs_of(fd);
+	if (!p || p->kind != FD_RS)
+		return R(getpeername)(fd, a, len);
+	if (!a || !len) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (atomic_load(&cl_slot(p->slot)->state) != SLOT_ESTABLISHED) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	sock_fill_addr(&cl_slot(p->slot)->peer, a, len);
+	return 0;
+}
