@@ -126,8 +126,16 @@ static int ep_ctl_add(int epfd, int pf, const struct pfd *p, const struct epoll_
 	struct epoll_event e2;
 	int r;
 	if (i >= 0) {
-		errno = EEXIST;
-		return -1;
+		/* A record for this set already: live (the kernel says EEXIST),
+		 * or left by a set that was closed and whose number came back
+		 * (the kernel takes the registration: the record is renewed) */
+		e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+		r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, pf, &e2);
+		if (r == 0) {
+			ep_recs[i].events = ev->events;
+			ep_recs[i].data = ev->data.u64;
+		}
+		return r;
 	}
 	if ((i = ep_new()) < 0) {
 		errno = ENOMEM;
