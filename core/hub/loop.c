@@ -267,7 +267,7 @@ static int hub_options(struct hub *h, int argc, char **argv, long *port, int *da
 	return 0;
 }
 
-/* The hub's own state, limits and signals: 0, or -1 */
+/* The hub's own state, limits and signals: 0 or -errno */
 static int hub_setup(struct hub *h)
 {
 	struct rlimit rl;
@@ -275,11 +275,13 @@ static int hub_setup(struct hub *h)
 	h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
 	h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!h->socks || !h->gens || h->epfd < 0)
-		return -1;
+	if (!h->socks || !h->gens)
+		return -ENOMEM;
+	if (h->epfd < 0)
+		return -errno;
 	while (!h->node_id)
 		if (getrandom(&h->node_id, sizeof(h->node_id), 0) < 0)
-			return -1;
+			return -errno;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
