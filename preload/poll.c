@@ -1,6 +1,6 @@
 /*
  * poll.c - poll, ppoll, select and pselect over rshare sockets
- * (core/hub/hub_poll.c tells how readiness is kept).
+ * (core/hub/ready.c tells how readiness is kept).
  *
  * An rshare connection is waited on through its readiness descriptor,
  * put in place of the application's descriptor; a listener through the

@@ -1,6 +1,6 @@
 /*
  * cmd_stat.c - rshare stat: what the hub of this node sees, as ss(8)
- * shows sockets.  The hub answers STAT with JSON (hub_stat.c); this reads
+ * shows sockets.  The hub answers STAT with JSON (core/hub/stat.c); this reads
  * it (json.c), filters the sockets and processes, and prints them as
  * tables or the JSON again; -w does so every second.
  */

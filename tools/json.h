@@ -1,6 +1,6 @@
 /*
  * json.h - a small JSON reader for the command: the hub's stat schema is
- * fixed (hub_stat.c), so this reads a whole document into a tree of values
+ * fixed (core/hub/stat.c), so this reads a whole document into a tree of values
  * and looks members up by key; nothing is ever freed (one process, one
  * answer).
  */

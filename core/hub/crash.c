@@ -4,7 +4,7 @@
  * local unwinding on an alternate stack) to standard error, then dies of
  * the same signal, so that a core dump or the service manager still sees
  * what happened.  Its processes notice its end through their watch
- * (client.c) and their sockets fail with ECONNRESET or EPIPE.
+ * (core/proc/handover.c) and their sockets fail with ECONNRESET or EPIPE.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>

@@ -1,15 +1,37 @@
 /*
  * hub.h - the hub: one process per node that owns every link, every pool's
- * arena and the single completion poller.
+ * arena and the single completion poller.  The hub's private header.
  *
- * hub.c holds the event loop, processes and pools; hub_sock.c the socket
- * state machine (connect, accept, data, credits, FIN, reset) and completion
- * routing; hub_stat.c the `rshare stat` report.  Transports call the
- * hub_link_* and hub_rx_target functions declared here.
+ * Its files, from the top of the calls down:
+ *   loop.c     hub_main (options, set-up) and the event loop: doorbells,
+ *              completion queues, sleeping, the end of each batch
+ *   test.c     a hub without sockets, for unit tests and fuzzers
+ *   request.c  processes' connections and requests: one table by op
+ *   proc.c     process records: sockets held, replies, tokens, death
+ *   stat.c     the `rshare stat` report
+ *   route.c    completions and control messages from the transports
+ *   link.c     links to peer hubs: made, accepted, up, failed, timers
+ *   conn.c     connection set-up: connect, listen, accept, backlog
+ *   close.c    a socket released by its last holder
+ *   data.c     data and credit out, checks of the peer's writes in
+ *   sock.c     socket records: make, find, wake, reset, linger, free
+ *   pair.c     same-node connections' pair segments
+ *   ready.c    readiness descriptors for poll, select and epoll
+ *   pool.c     pools and their arenas, memory keys
+ *   arena_alloc.c  the ring allocator of an arena
+ *   ev.c       epoll helpers, deferred frees, clocks, facts
+ *   crash.c    a backtrace in the log on a fatal signal
+ * Lower files never call higher ones but for two pairs: a connect with no
+ * link yet makes one (conn.c -> link.c, hub_link_new_outgoing) and a link
+ * that comes up sends the CONNECTs that waited for it (link.c -> conn.c,
+ * hsock_connect); a control message that breaks the protocol drops its
+ * link (route.c -> link.c, hub_link_fail, as the transports do).
+ * Transports call only the hub functions declared in xport_hub.h.
  */
 #ifndef RSHARE_HUB_H
 #define RSHARE_HUB_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +49,8 @@
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
 struct hub;
+struct msg_req;
+struct msg_rep;
 
 
 #define POOL_CHUNK (4u << 20) /* unit of memory registration (verbs) */
@@ -90,7 +114,7 @@ enum hsock_state {
 	HS_LINGER,   /* released with FIN sent; remembers its peer until the peer's FIN */
 };
 
-/* A same-node connection (hub_pair.c): its two directions in the pair
+/* A same-node connection (pair.c): its two directions in the pair
  * segment of its two pools; shared by its two sockets, freed with the last. */
 struct pairseg {
 	struct pairseg *next;
@@ -141,7 +165,7 @@ struct hsock {
 	/* listener */
 	uint16_t lport;
 	int backlog, evfd;
-	/* readiness descriptor (hub_poll.c): a socketpair, poll_p handed to
+	/* readiness descriptor (ready.c): a socketpair, poll_p handed to
 	 * the processes, poll_h written and drained by the hub */
 	int poll_p, poll_h;
 	unsigned poll_fin : 1, poll_hup : 1;
@@ -151,7 +175,7 @@ struct hsock {
 	struct pending_conn *pend;
 	uint32_t npend, pend_cap;
 	uint32_t listener;          /* accepted socket: its listener while queued */
-	/* same node (hub_pair.c): no link; the rings are in a pair segment;
+	/* same node (pair.c): no link; the rings are in a pair segment;
 	 * side 0 connected (sends on dir[0]), side 1 was accepted */
 	struct lpair *lp;
 	unsigned lside : 1;
@@ -180,10 +204,10 @@ struct hub {
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
-	struct pairseg *segs;       /* pair segments (hub_pair.c) */
+	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
 	int segs_dirty;             /* a pool or a pair went: sweep the segments */
-	union sockaddr_any *addrs;  /* this node's addresses, cached (hub_pair.c) */
+	union sockaddr_any *addrs;  /* this node's addresses, cached (pair.c) */
 	uint32_t naddrs;
 	uint64_t addrs_ms;
 	uint32_t *listeners;        /* sids of listening sockets */
@@ -193,20 +217,26 @@ struct hub {
 	volatile int stop;
 };
 
-int hub_main(int argc, char **argv);
+/* ev.c: the_hub is the one hub of this process (transport callbacks find it there) */
+extern struct hub *the_hub;
+void hub_free_deferred(struct hub *h); /* the frees hub_defer_free() put off */
+uint64_t hub_now_ms(void);
 uint64_t hub_now_ns(void);
-/* A memfd of BYTES (sparse) named NAME, mapped shared; NULL (errno set) on failure. */
-void *hub_shm_new(const char *name, uint64_t bytes, int *fd);
+
+/* loop.c */
+int hub_main(int argc, char **argv);
+int hub_doorbells(struct hub *h, struct pool *p); /* drain one pool's; whether any rang */
+void hub_batch_end(struct hub *h);                /* between batches of events */
 
 /* Append v to the growing array *a of *n entries (capacity *cap):
- * 0, or -1 when memory ran out (nothing changed then). */
+ * 0, or -ENOMEM (nothing changed then). */
 static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 {
 	if (*n == *cap) {
 		uint32_t c = *cap ? *cap * 2 : 16;
 		uint32_t *m = realloc(*a, c * sizeof(*m));
 		if (!m)
-			return -1;
+			return -ENOMEM;
 		*a = m;
 		*cap = c;
 	}
@@ -214,37 +244,69 @@ static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 	return 0;
 }
 
-/* event loop */
-uint64_t hub_now_ms(void);
+/* pool.c */
+/* A memfd of BYTES (sparse) named NAME, mapped shared; NULL (errno set) on failure. */
+void *hub_shm_new(const char *name, uint64_t bytes, int *fd);
+struct pool *pool_new(struct hub *h);
 void pool_maybe_free(struct hub *h, struct pool *p);
-struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer);
-extern struct hub *the_hub;
+void pools_sweep(struct hub *h); /* pools without processes or sockets */
+/* Keys for [off, off+len) of a pool (registers its chunks on first use); 0 or -errno. */
+int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
+	      uint32_t *rkey);
+int pool_chunk_pinned(struct pool *p, uint64_t off);
+
+/* proc.c */
+int proc_hold(struct proc *pr, uint32_t sid);  /* 0 or -ENOMEM */
+int proc_holds(struct proc *pr, uint32_t sid); /* does it? */
+int proc_drop(struct proc *pr, uint32_t sid);  /* 1: it did hold it */
+void proc_free(struct hub *h, struct proc *pr); /* its connection closed: it is gone */
+uint64_t proc_token(void);                      /* a new pool secret, never 0 */
+struct proc *proc_by_token(struct hub *h, uint64_t token);
+int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds); /* 0 or -errno */
+/* request.c */
+void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd);
+void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events);      /* a request, or the end */
+void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events); /* new processes */
 
 /* The hub's link record of what its transport sees. */
 static inline struct link *link_of(struct xlink *x)
 {
 	return (struct link *)((char *)x - offsetof(struct link, x));
 }
+
+/* link.c */
+struct link *hub_link_alloc(struct hub *h, struct xport *xp);
+struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer);
 /* Drop links that failed in the middle of other work (hsock_tx). */
 void hub_reap_doomed(struct hub *h);
 /* Resume the sockets that waited for room on links that have it again. */
 int hub_run_writable(struct hub *h);
-/* Keys for [off, off+len) of a pool (registers its chunks on first use). */
-int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
-	      uint32_t *rkey);
-int pool_chunk_pinned(struct pool *p, uint64_t off);
+void hub_link_timers(struct hub *h); /* connect deadlines, keepalives */
+void hub_link_ping(struct link *l);
 
-/* hub_sock.c */
-struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);
-struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen);
-void hsock_wake(struct hsock *s);
-/* hub_poll.c */
+/* Control messages out on a link (wr_id bit WR_CTL: a control send). */
+#define WR_CTL (1ull << 63)
+static inline int link_send_ctl(struct link *l, struct wire_ctl *c, uint64_t wr_id)
+{
+	uint8_t buf[WIRE_CTL_LEN];
+	wire_ctl_encode(c, buf);
+	l->msgs_tx++;
+	return l->x.xp->ops->post_send(&l->x, wr_id | WR_CTL, buf, WIRE_CTL_LEN);
+}
+static inline void link_send_simple(struct link *l, uint8_t op, uint32_t dst, uint32_t src, uint64_t wr_id)
+{
+	struct wire_ctl c = {.op = op, .dst = dst, .src = src};
+	if (l && l->state == LINK_UP)
+		link_send_ctl(l, &c, wr_id);
+}
+
+/* ready.c */
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
 void hpoll_close(struct hsock *s);
-/* same-node connections (hub_pair.c) */
+/* same-node connections (pair.c) */
 int hpair_is_local(struct hub *h, const union sockaddr_any *dst); /* an address of this node? */
-int hpair_join(struct hub *h, struct hsock *c, struct hsock *a);  /* 0, or -1: no room */
+int hpair_join(struct hub *h, struct hsock *c, struct hsock *a);  /* 0, or -errno: no room */
 void hpair_put(struct hub *h, struct hsock *s);   /* s is freed: its half of the pair goes */
 struct ring *hpair_ring(struct hsock *s, int tx); /* its counters: the one it sends on, or receives on */
 struct pair_dir *hpair_dir(struct hsock *s, int tx);
@@ -257,20 +319,42 @@ static inline struct ring *hsock_ring(struct hsock *s, int tx)
 		return hpair_ring(s, tx);
 	return tx ? &s->as->tx : &s->as->rx;
 }
-void hsock_release(struct hub *h, struct hsock *s, int abort);
+
+/* sock.c */
+struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);
+struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen);
+struct hsock *hsock_by_imm(struct hub *h, uint32_t imm); /* the live socket a tag names */
+int hsock_rings_alloc(struct hsock *s); /* 0 or -ENOBUFS */
+void hsock_uncount(struct hsock *s);    /* no longer one of its link's connections */
+void hsock_slot_release(struct hub *h, struct hsock *s);
+void hsock_free(struct hub *h, struct hsock *s);
+void hsock_linger(struct hub *h, struct hsock *s);
+void hsock_wake(struct hsock *s);
+void hsock_set_closed(struct hsock *s, int err);
+void hsock_local_fin(struct hub *h, struct hsock *s);
+void hsock_local_wake(struct hub *h, struct hsock *s, int credit);
+void hsock_send_reset(struct hsock *s);
+void hsock_abort(struct hub *h, struct hsock *s, const char *why);
+void hsock_finish_close(struct hub *h, struct hsock *s);
+void hub_link_gone(struct hub *h, struct link *l);
+/* conn.c */
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst);
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);
-void hsock_shutdown_wr(struct hub *h, struct hsock *s);
+void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
+void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
+void hsock_on_refuse(struct hub *h, struct hsock *s);
+/* close.c */
+void hsock_release(struct hub *h, struct hsock *s, int abort);
+/* data.c */
 void hsock_tx(struct hub *h, struct hsock *s);
 void hsock_credit(struct hub *h, struct hsock *s);
+void hsock_shutdown_wr(struct hub *h, struct hsock *s);
+/* route.c */
 void hub_route(struct hub *h, const struct xwc *wc);
-void hub_link_gone(struct hub *h, struct link *l);
-void hub_link_ping(struct link *l);
 void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len);
-int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
 
-/* hub.c: a hub without sockets, driven directly by unit tests and fuzzers */
-struct msg_req;
+/* test.c: a hub without sockets, driven directly by unit tests and fuzzers */
 struct hub *hub_test_new(void);
 struct pool *hub_test_pool(struct hub *h);
 struct proc *hub_test_proc(struct hub *h, struct pool *p);
@@ -280,7 +364,7 @@ struct link *hub_test_link(struct hub *h, struct xport *xp);
 void hub_test_proc_gone(struct hub *h, struct proc *pr);
 void hub_test_settle(struct hub *h);
 
-/* hub_stat.c */
+/* stat.c */
 char *hub_stat(struct hub *h, int json, size_t *len);
 
 #endif

@@ -78,7 +78,7 @@ int vs_take_error(uint32_t slot);
 void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
-/* Readiness (vsock_poll.c; see hub_poll.c): the socket's readiness
+/* Readiness (vsock_poll.c; see core/hub/ready.c): the socket's readiness
  * descriptor, asked of the hub the first time (-errno on failure); the
  * socket's true readiness as POLL* bits; and, after the descriptor claimed
  * more than is true, bringing it in line (empty it, or fill it when the send ring is full). */

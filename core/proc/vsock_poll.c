@@ -1,5 +1,5 @@
 /*
- * vsock_poll.c - readiness of arena slots (hub_poll.c has the whole story).
+ * vsock_poll.c - readiness of arena slots (core/hub/ready.c has the whole story).
  *
  * A socket's readiness descriptor is asked of the hub the first time it is
  * polled; its true readiness is what its rings and flags say

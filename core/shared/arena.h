@@ -11,7 +11,7 @@
  * the hub before the slot is handed out):
  *   process: tx.tail, rx.head, pending_ops, doorbell bits, waiters, flags
  *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks
- *   both:    rx_sig, tx_blk (readiness hints, see hub_poll.c)
+ *   both:    rx_sig, tx_blk (readiness hints, see core/hub/ready.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
  *            flags bits, addresses, ring geometry, pair_*, gen
  * The hub never trusts a value a process writes: counters are checked with
@@ -72,7 +72,7 @@ struct arena_slot {
 	struct ring rx;               /* hub produces, process consumes */
 	struct ring tx;               /* process produces, hub consumes */
 	_Atomic uint64_t rx_credit_mark; /* rx.head when credit was last asked */
-	/* readiness descriptor (hub_poll.c): rx_sig is 1 while a byte the hub
+	/* readiness descriptor (core/hub/ready.c): rx_sig is 1 while a byte the hub
 	 * wrote may sit in it; tx_blk is 1 while a process filled it because
 	 * the send ring was full */
 	_Atomic uint32_t rx_sig, tx_blk;

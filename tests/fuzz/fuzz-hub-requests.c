@@ -1,7 +1,7 @@
 /*
  * fuzz-hub-requests - libFuzzer target for the hub's request handling
- * (proc_request in core/hub.c) and its socket state machine as driven by
- * processes and by a peer hub (core/hub_sock.c: hub_ctl_in, hub_rx_target,
+ * (the request table in core/hub/request.c) and its socket state machine as driven by
+ * processes and by a peer hub (core/hub/route.c, data.c: hub_ctl_in, hub_rx_target,
  * hsock_tx, completions through hub_route).
  *
  * One socketless hub for the whole run (hub_test_new, RSHARE_ARENA_MB=16),

@@ -1,5 +1,5 @@
 /*
- * hub_poll.c - readiness descriptors: what poll, select and epoll see of an
+ * ready.c - readiness descriptors: what poll, select and epoll see of an
  * rshare connection.
  *
  * The descriptor an application holds for an rshare connection is a kernel

@@ -1,12 +1,12 @@
 /*
- * hub_pair.c - same-node connections: pair segments and their rings.
+ * pair.c - same-node connections: pair segments and their rings.
  *
  * A connect() to an address of this node, where one of this hub's
- * listeners answers, needs no link: hub_sock.c makes both sockets at once
+ * listeners answers, needs no link: conn.c makes both sockets at once
  * and calls hpair_join(), which gives the pair two directions in the pair
  * segment of its two pools (see pair.h for the layout and the protocol).
  * From then on the two processes move the bytes themselves; the hub only
- * wakes sleepers (hub_sock.c turns SLOTOP_TX and SLOTOP_CREDIT of such a
+ * wakes sleepers (data.c turns SLOTOP_TX and SLOTOP_CREDIT of such a
  * socket into a wake-up of the other one), carries FIN and RESET, and
  * reads the counters for readiness and `rshare stat`.
  *
@@ -158,7 +158,7 @@ static int dir_alloc(struct pairseg *g)
 			g->used[w] |= 1ull << b;
 			return (int)(w * 64 + (uint32_t)b);
 		}
-	return -1;
+	return -ENOSPC;
 }
 
 static void dir_free(struct pairseg *g, uint32_t d)
@@ -207,7 +207,7 @@ int hpair_join(struct hub *h, struct hsock *c, struct hsock *a)
 	/* the connecting side's receive ring and the listener's, as for a link */
 	uint64_t want[2] = {a->rx_size ? a->rx_size : ARENA_DEFAULT_RING, c->rx_size ? c->rx_size : ARENA_DEFAULT_RING};
 	if (!g || !(lp = calloc(1, sizeof(*lp))))
-		return -1;
+		return -ENOMEM;
 	lp->seg = g;
 	lp->dir[0] = lp->dir[1] = UINT32_MAX;
 	for (int i = 0; i < 2; i++) {
@@ -219,7 +219,7 @@ int hpair_join(struct hub *h, struct hsock *c, struct hsock *a)
 				lp->dir[i] = (uint32_t)d;
 			rings_free(g, lp);
 			free(lp);
-			return -1;
+			return -ENOBUFS;
 		}
 		lp->dir[i] = (uint32_t)d;
 		((struct pair_hdr *)g->base)->dir[d].r.off = lp->off[i];

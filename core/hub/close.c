@@ -1,0 +1,96 @@
+/*
+ * close.c - a hub socket released by its last holder.
+ *
+ * A listener resets the connections it queued and refuses the ones that
+ * wait for room.  An established connection sends what is left, then FIN
+ * (or RESET when unread data would be lost, or when the holder died), and
+ * lingers until the peer's word (sock.c); a same-node one tells the other
+ * socket at once.  A connect under way waits for the ACCEPT that may be on
+ * its way, to answer it with RESET.
+ */
+#include "hub.h"
+
+#include "log.h"
+#include "tag.h"
+
+static void release_listener(struct hub *h, struct hsock *s)
+{
+	for (uint32_t i = 0; i < s->qlen; i++) {
+		struct hsock *q = h->socks[s->q[i]];
+		if (q) {
+			q->queued = 0;
+			hsock_send_reset(q);
+			hsock_linger(h, q);
+		}
+	}
+	s->qlen = 0;
+	for (uint32_t i = 0; i < s->npend; i++) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = s->pend[i].ctl.src,
+				     .reason = REFUSE_NO_LISTENER};
+		struct hsock *c = s->pend[i].link ? NULL : hsock_by_imm(h, r.dst);
+		if (c && c->state == HS_CONNECTING)
+			hsock_set_closed(c, ECONNREFUSED); /* same node: no listener any more */
+		else if (s->pend[i].link && s->pend[i].link->state == LINK_UP)
+			link_send_ctl(s->pend[i].link, &r, 0);
+	}
+	s->npend = 0;
+	hsock_free(h, s);
+}
+
+static void release_established(struct hub *h, struct hsock *s, int abort)
+{
+	uint64_t head;
+	if (s->lp) {
+		struct ring *r = hsock_ring(s, 0);
+		/* unread data is lost: the kernel resets then, too */
+		if (abort || ring_load(&r->head) != ring_load(&r->tail))
+			hsock_send_reset(s);
+		else
+			hsock_local_fin(h, s);
+		hsock_free(h, s);
+		return;
+	}
+	head = ring_load(&s->as->rx.head);
+	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
+		log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
+		hsock_send_reset(s);
+		hsock_linger(h, s);
+		return;
+	}
+	s->closing = 1;
+	if (!s->fin_pending)
+		hsock_shutdown_wr(h, s);
+	hsock_finish_close(h, s);
+}
+
+void hsock_release(struct hub *h, struct hsock *s, int abort)
+{
+	switch (s->state) {
+	case HS_LISTENING:
+		release_listener(h, s);
+		return;
+	case HS_ESTABLISHED:
+		release_established(h, s, abort);
+		return;
+	case HS_CONNECTING:
+		/* an ACCEPT may be on its way: wait for it, answer RESET, then go */
+		if (s->connect_sent && s->link && s->link->state == LINK_UP) {
+			hsock_uncount(s);
+			hsock_slot_release(h, s);
+			s->state = HS_LINGER;
+			return;
+		}
+		hsock_free(h, s);
+		return;
+	case HS_CLOSED:
+		/* reset already: the peer said so, or will not hear from us again */
+		if (s->reset_sent && s->peer && s->link && s->link->state == LINK_UP) {
+			hsock_linger(h, s);
+			return;
+		}
+		hsock_free(h, s);
+		return;
+	default:
+		hsock_free(h, s);
+	}
+}

@@ -1,0 +1,395 @@
+/*
+ * conn.c - connection set-up in the hub: connect, listen, accept.
+ *
+ * Connection set-up is one round trip on an existing link: CONNECT (the
+ * connecting socket, its ring and, on verbs, the ring's address and key)
+ * -> ACCEPT (the same of the accepted socket) or REFUSE (no listener: the
+ * process gets ECONNREFUSED from kernel TCP; no room: it falls back to
+ * kernel TCP).  A connect with no link to its node yet starts one and waits
+ * for it (hub_link_up comes back to hsock_connect).  As the kernel, a
+ * listener completes connections before accept(), up to backlog + 1; more
+ * wait on its pending list, as dropped SYNs.  A connect to an address of
+ * this node needs no link: both sockets are made at once and share a pair
+ * segment's rings (local_connect, local_admit; pair.c).
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "tag.h"
+
+/* ---- connect ---- */
+
+static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
+{
+	union sockaddr_any hub_addr = *dst;
+	for (struct link *l = h->links; l; l = l->next)
+		if (l->state != LINK_DOWN && addr_same_ip(&l->x.peer_addr, dst))
+			return l;
+	addr_set_port(&hub_addr, h->port);
+	return hub_link_new_outgoing(h, &hub_addr);
+}
+
+/* Memory keys for the rings of s on its link's transport (verbs): 0 or -errno. */
+static int ring_keys(struct hub *h, struct hsock *s)
+{
+	uint32_t unused;
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+		return 0;
+	int r = pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey);
+	if (r < 0)
+		return r;
+	return pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused);
+}
+
+static uint64_t rx_addr(struct hsock *s)
+{
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+		return 0;
+	return (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off);
+}
+
+/* The CONNECT that a link would carry for s, to d (its source address
+ * filled in from s's reserved port and the link's, or d's, address), and
+ * what getsockname() shows from now on. */
+static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct wire_ctl *c)
+{
+	union sockaddr_any src, d = s->peer_addr;
+	wire_addr_unmap(&d);
+	wire_addr_put(c->addr_a, &c->family, &c->port, &d);
+	src = s->local;
+	wire_addr_unmap(&src);
+	if (addr_is_any(&src) || src.sa.sa_family != c->family) {
+		uint16_t port = addr_port(&s->local);
+		src = *via;
+		addr_set_port(&src, port);
+	}
+	{
+		uint8_t fam;
+		wire_addr_put(c->addr_b, &fam, &c->src_port, &src);
+		if (fam != c->family) {
+			/* mixed families on one link cannot name the source: leave it empty */
+			memset(c->addr_b, 0, sizeof(c->addr_b));
+		}
+	}
+	/* what getsockname() shows: the link's address and the reserved port */
+	if (s->local.sa.sa_family == AF_INET6 && src.sa.sa_family == AF_INET) {
+		s->as->local.in6.sin6_family = AF_INET6;
+		s->as->local.in6.sin6_port = src.in.sin_port;
+		s->as->local.in6.sin6_addr.s6_addr[10] = 0xff;
+		s->as->local.in6.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&s->as->local.in6.sin6_addr.s6_addr[12], &src.in.sin_addr, 4);
+	} else {
+		s->as->local = src;
+	}
+	s->local = s->as->local;
+	s->as->peer = s->peer_addr;
+	c->src = tag_imm(s->sid, s->gen);
+}
+
+static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_any *d);
+
+int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT};
+	if (dst) {
+		union sockaddr_any d = *dst;
+		wire_addr_unmap(&d);
+		if (d.sa.sa_family != AF_INET && d.sa.sa_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		s->peer_addr = *dst;
+		s->state = HS_CONNECTING;
+		atomic_store(&s->as->state, SLOT_CONNECTING);
+		if (hpair_is_local(h, &d))
+			return local_connect(h, s, &d); /* its rings are in a pair segment */
+		if (hsock_rings_alloc(s) < 0)
+			return -ENOBUFS;
+		s->link = link_for(h, &d);
+		if (!s->link) {
+			/* no way to reach a hub there: the process uses kernel TCP */
+			s->state = HS_FALLBACK;
+			atomic_store(&s->as->state, SLOT_FALLBACK);
+			h->fallback_connects++;
+			return 0;
+		}
+		if (s->link->state != LINK_UP)
+			return 0; /* hub_link_up() comes back here */
+	}
+	connect_ctl(s, &s->link->x.local_addr, &c);
+	c.ring = (uint32_t)s->rx_size;
+	if (ring_keys(h, s) < 0) {
+		s->state = HS_FALLBACK; /* cannot register: let the kernel carry it */
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		hsock_wake(s);
+		return 0;
+	}
+	c.val = rx_addr(s);
+	c.rkey = s->rx_rkey;
+	s->connect_sent = 1;
+	link_send_ctl(s->link, &c, tag_make(s->sid, s->gen));
+	return 0;
+}
+
+/* ---- listen, and CONNECTs for a listener ---- */
+
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd)
+{
+	if (sid_push(&h->listeners, &h->nlisteners, &h->listeners_cap, s->sid) < 0)
+		return -ENOMEM;
+	if (backlog < 0)
+		backlog = 0;
+	if (backlog > 4096)
+		backlog = 4096;
+	s->backlog = backlog + 1; /* as the kernel: backlog + 1 complete connections */
+	s->lport = addr_port(addr);
+	s->local = *addr;
+	s->evfd = evfd;
+	s->state = HS_LISTENING;
+	atomic_store(&s->as->state, SLOT_LISTENING);
+	s->as->local = *addr;
+	log_debug("listener %u on port %u", s->sid, s->lport);
+	return 0;
+}
+
+static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
+{
+	union sockaddr_any dst;
+	wire_addr_get(&dst, c->family, c->addr_a, c->port);
+	for (uint32_t i = 0; i < h->nlisteners; i++) {
+		struct hsock *ls = h->socks[h->listeners[i]];
+		union sockaddr_any la;
+		if (!ls || ls->lport != c->port)
+			continue;
+		la = ls->local;
+		wire_addr_unmap(&la);
+		if (addr_is_any(&la) || addr_same_ip(&la, &dst))
+			return ls;
+	}
+	return NULL;
+}
+
+/* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
+ * named: its socket, its ring and (verbs) the ring's address and key. */
+static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
+{
+	s->state = HS_ESTABLISHED;
+	s->link = l;
+	s->peer = c->src;
+	s->peer_ring = c->ring;
+	s->peer_raddr = c->val;
+	s->peer_rkey = c->rkey;
+	s->counted = 1;
+	l->conns++;
+	l->conns_total++;
+}
+
+static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_ctl *c);
+static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *c);
+
+/* A CONNECT for a listener with room: the connection is established now,
+ * as the kernel completes the handshake before accept(). */
+static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct wire_ctl *c)
+{
+	struct wire_ctl a = {.op = CTL_ACCEPT, .dst = c->src};
+	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
+	if (s)
+		s->link = l;
+	if (!s || ring_keys(h, s) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, s->sid) < 0) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
+		if (s)
+			hsock_free(h, s);
+		log_warn("pool %llu is full (%u sockets): a connection to port %u falls back to kernel TCP",
+			 (unsigned long long)ls->pool->id, ls->pool->nsocks, ls->lport);
+		link_send_ctl(l, &r, 0);
+		return;
+	}
+	establish(s, l, c);
+	accepted_addrs(s, ls, c);
+	a.src = tag_imm(s->sid, s->gen);
+	a.ring = (uint32_t)s->rx_size;
+	a.val = rx_addr(s);
+	a.rkey = s->rx_rkey;
+	link_send_ctl(l, &a, 0);
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	hsock_wake(ls);
+}
+
+/* An accepted socket, queued on its listener: the addresses of CONNECT c,
+ * as accept() and getsockname() show them; then it is established. */
+static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_ctl *c)
+{
+	s->queued = 1;
+	s->accepted = 1;
+	s->listener = ls->sid;
+	wire_addr_get(&s->local, c->family, c->addr_a, c->port);
+	wire_addr_get(&s->peer_addr, c->family, c->addr_b, c->src_port);
+	if (ls->local.sa.sa_family == AF_INET6 && c->family == AF_INET) {
+		/* an IPv6 listener shows IPv4 peers as mapped addresses */
+		union sockaddr_any *v[2] = {&s->local, &s->peer_addr};
+		for (int i = 0; i < 2; i++) {
+			struct sockaddr_in in = v[i]->in;
+			memset(v[i], 0, sizeof(*v[i]));
+			v[i]->in6.sin6_family = AF_INET6;
+			v[i]->in6.sin6_port = in.sin_port;
+			v[i]->in6.sin6_addr.s6_addr[10] = 0xff;
+			v[i]->in6.sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&v[i]->in6.sin6_addr.s6_addr[12], &in.sin_addr, 4);
+		}
+	}
+	s->as->local = s->local;
+	s->as->peer = s->peer_addr;
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+}
+
+/* Full backlog: the connecting side waits, as for a dropped SYN (l NULL:
+ * a connection from this node). */
+static void pend_push(struct hsock *ls, struct link *l, const struct wire_ctl *c)
+{
+	if (ls->npend == ls->pend_cap) {
+		uint32_t cap = ls->pend_cap ? ls->pend_cap * 2 : 16;
+		struct pending_conn *n = realloc(ls->pend, cap * sizeof(*n));
+		if (!n)
+			return;
+		ls->pend = n;
+		ls->pend_cap = cap;
+	}
+	ls->pend[ls->npend].link = l;
+	ls->pend[ls->npend].ctl = *c;
+	ls->npend++;
+}
+
+void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
+{
+	struct hsock *ls = find_listener(h, c);
+	if (!ls) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_LISTENER};
+		link_send_ctl(l, &r, 0);
+		return;
+	}
+	if (ls->qlen >= (uint32_t)ls->backlog) {
+		pend_push(ls, l, c);
+		return;
+	}
+	admit(h, l, ls, c);
+}
+
+/* ---- same node ---- */
+
+/* A connect to an address of this node: straight to the listener here, if
+ * any; else the kernel answers (a kernel listener, or a refusal). */
+static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_any *d)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT};
+	struct hsock *ls;
+	s->link = NULL;
+	connect_ctl(s, d, &c);
+	ls = find_listener(h, &c);
+	if (!ls) {
+		s->state = HS_FALLBACK;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		return 0;
+	}
+	if (ls->qlen >= (uint32_t)ls->backlog)
+		pend_push(ls, NULL, &c);
+	else
+		local_admit(h, ls, &c);
+	return 0;
+}
+
+static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *c)
+{
+	struct hsock *s = hsock_by_imm(h, c->src), *a;
+	if (!s || s->state != HS_CONNECTING || !s->as)
+		return; /* it gave up while it waited for room */
+	a = hsock_new(h, ls->pool, 0, 0);
+	if (a) {
+		a->rx_size = ls->rx_size;
+		a->tx_size = ls->tx_size;
+	}
+	if (!a || hpair_join(h, s, a) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, a->sid) < 0) {
+		if (a)
+			hsock_free(h, a);
+		log_warn("no room for a same-node connection to port %u: it uses kernel TCP", ls->lport);
+		s->state = HS_FALLBACK;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		hsock_wake(s);
+		return;
+	}
+	a->state = HS_ESTABLISHED;
+	a->peer = c->src;
+	accepted_addrs(a, ls, c);
+	s->state = HS_ESTABLISHED;
+	s->peer = tag_imm(a->sid, a->gen);
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+	h->local_connects++;
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	hsock_wake(ls);
+	hsock_wake(s);
+}
+
+/* ---- accept, and the answers to a CONNECT ---- */
+
+int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
+{
+	struct hsock *s;
+	if (!ls->qlen)
+		return -EAGAIN;
+	s = h->socks[ls->q[0]];
+	memmove(ls->q, ls->q + 1, (ls->qlen - 1) * sizeof(*ls->q));
+	ls->qlen--;
+	if (ls->npend && ls->qlen < (uint32_t)ls->backlog) {
+		struct pending_conn pc = ls->pend[0];
+		memmove(ls->pend, ls->pend + 1, (ls->npend - 1) * sizeof(*ls->pend));
+		ls->npend--;
+		if (pc.link)
+			admit(h, pc.link, ls, &pc.ctl);
+		else
+			local_admit(h, ls, &pc.ctl);
+	}
+	atomic_store(&ls->as->acceptq, ls->qlen);
+	if (!s)
+		return -EAGAIN;
+	s->queued = 0;
+	s->listener = 0;
+	*out = s;
+	return 0;
+}
+
+void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
+{
+	if (s->state == HS_LINGER) {
+		/* released while connecting: refuse it now */
+		s->peer = c->src;
+		hsock_send_reset(s);
+		return;
+	}
+	if (s->state != HS_CONNECTING) {
+		link_send_simple(l, CTL_RESET, c->src, 0, 0);
+		return;
+	}
+	establish(s, l, c);
+	atomic_store(&s->as->state, SLOT_ESTABLISHED);
+	hsock_wake(s);
+	hsock_tx(h, s);
+}
+
+/* REFUSE: no listener there, or no room: the process uses kernel TCP */
+void hsock_on_refuse(struct hub *h, struct hsock *s)
+{
+	if (s->state == HS_LINGER) {
+		hsock_free(h, s);
+		return;
+	}
+	if (s->state != HS_CONNECTING)
+		return;
+	s->state = HS_FALLBACK;
+	h->fallback_connects++;
+	atomic_store(&s->as->state, SLOT_FALLBACK);
+	hsock_wake(s);
+}

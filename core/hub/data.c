@@ -1,0 +1,184 @@
+/*
+ * data.c - data and credit: what the hub posts for a socket, and the checks
+ * of what its peer writes.
+ *
+ * Data is posted as writes with immediate straight from the tx ring, within
+ * the peer's credit (the peer's ring head as it last reported, CREDIT), at
+ * most WIRE_MAX_WRITE bytes each, never across the end of the peer's ring;
+ * a link without room puts the socket on its txwait list.  FIN follows the
+ * last byte.  An incoming write must be the next bytes of the stream and
+ * within the credit this side gave (rx_check), else the link is dropped.
+ * A same-node socket's data moves without the hub: a doorbell of its is a
+ * wake-up of the other socket.
+ */
+#include "hub.h"
+
+#include <string.h>
+
+#include "tag.h"
+
+static void txwait(struct hsock *s)
+{
+	struct link *l = s->link;
+	if (s->on_txwait)
+		return;
+	if (sid_push(&l->txwait, &l->ntxwait, &l->txwait_cap, s->sid) == 0)
+		s->on_txwait = 1;
+}
+
+/* Where a write of n bytes at stream position pos lands at the peer; a
+ * write never crosses the end of the peer's ring. */
+static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n)
+{
+	uint64_t at;
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+		return pos;
+	at = pos & (s->peer_ring - 1);
+	if (*n > s->peer_ring - at)
+		*n = s->peer_ring - at;
+	return s->peer_raddr + at;
+}
+
+void hsock_tx(struct hub *h, struct hsock *s)
+{
+	struct link *l = s->link;
+	uint64_t tail;
+	uint8_t *base;
+	if (s->lp) {
+		hsock_local_wake(h, s, 0);
+		return;
+	}
+	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as)
+		return;
+	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
+	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail - s->tx_done < s->tx_posted - s->tx_done) {
+		hsock_abort(h, s, "process wrote an impossible tx tail");
+		return;
+	}
+	base = arena_bytes(s->pool->base, s->tx_off);
+	while (s->tx_posted < tail) {
+		uint64_t win = s->peer_head + s->peer_ring - s->tx_posted;
+		uint64_t n = tail - s->tx_posted, raddr;
+		struct iovec iov[2];
+		int c, r;
+		if (!win)
+			break; /* CREDIT resumes */
+		if (n > win)
+			n = win;
+		if (n > WIRE_MAX_WRITE)
+			n = WIRE_MAX_WRITE;
+		raddr = target(s, s->tx_posted, &n);
+		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
+		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr,
+					       s->peer_rkey, s->peer);
+		if (r == -EAGAIN) {
+			txwait(s);
+			return;
+		}
+		if (r < 0) {
+			/* dropped between event batches: callers still hold s */
+			l->doomed = "post failed";
+			return;
+		}
+		s->tx_posted += n;
+		l->msgs_tx++;
+	}
+	if (s->fin_pending && !s->fin_sent && s->tx_posted == s->fin_at) {
+		struct wire_ctl c = {.op = CTL_FIN, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+		s->fin_sent = 1;
+		link_send_ctl(l, &c, tag_make(s->sid, s->gen));
+	}
+}
+
+void hsock_credit(struct hub *h, struct hsock *s)
+{
+	uint64_t head;
+	struct wire_ctl c = {.op = CTL_CREDIT};
+	if (s->lp) {
+		hsock_local_wake(h, s, 1);
+		return;
+	}
+	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP)
+		return;
+	head = ring_load(&s->as->rx.head);
+	if (!ring_sane(head, s->rx_tail, s->rx_size) || head <= s->credit_sent)
+		return; /* nothing new, or a process scribbling on its own ring */
+	s->credit_sent = head;
+	c.dst = s->peer;
+	c.src = tag_imm(s->sid, s->gen);
+	c.val = head;
+	link_send_ctl(s->link, &c, 0);
+}
+
+void hsock_shutdown_wr(struct hub *h, struct hsock *s)
+{
+	uint64_t tail;
+	if (s->fin_pending)
+		return;
+	if (s->lp) {
+		hsock_local_fin(h, s);
+		return;
+	}
+	tail = ring_load(&s->as->tx.tail);
+	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail < s->tx_posted)
+		tail = s->tx_posted;
+	s->fin_pending = 1;
+	s->fin_at = tail;
+	hsock_tx(h, s);
+}
+
+/* ---- incoming ---- */
+
+/* The checks of an incoming write with immediate before (soft) or after
+ * (verbs) its payload lands; moves the expected position on success. */
+static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint64_t pos, uint32_t len,
+			      int *ret)
+{
+	struct hsock *s = hsock_by_imm(h, imm);
+	*ret = 0;
+	if (!s) {
+		h->stale_dropped++;
+		return NULL;
+	}
+	if (s->link != l) {
+		*ret = -1;
+		return NULL;
+	}
+	if (s->state == HS_LINGER || s->closing || s->state == HS_CLOSED) {
+		/* data after our close: the kernel answers with RST */
+		if (s->state != HS_CLOSED)
+			hsock_send_reset(s);
+		return NULL;
+	}
+	/* A write for a socket still connecting: the peer accepted, and its
+	 * ACCEPT came before this write on the link but waits in the
+	 * completion queue still (soft parses a whole read at once, verbs
+	 * reaps a batch).  Placed now; the completion, routed after the
+	 * ACCEPT's, finds the socket established. */
+	if (!s->as || (s->state != HS_ESTABLISHED && !(s->state == HS_CONNECTING && s->connect_sent)))
+		return NULL;
+	if (pos != s->rx_expect || pos + len > s->credit_sent + s->rx_size) {
+		*ret = -1; /* out of order or beyond the credit we gave */
+		return NULL;
+	}
+	s->rx_expect += len;
+	*ret = 1;
+	return s;
+}
+
+int hub_rx_target(struct xlink *xl, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+{
+	int ret;
+	struct hsock *s = rx_check(the_hub, link_of(xl), imm, raddr, len, &ret);
+	if (!s)
+		return ret;
+	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
+}
+
+int hub_rx_written(struct xlink *xl, uint32_t imm, uint32_t len)
+{
+	struct hsock *s = hsock_by_imm(the_hub, imm);
+	int ret;
+	rx_check(the_hub, link_of(xl), imm, s ? s->rx_expect : 0, len, &ret);
+	return ret;
+}

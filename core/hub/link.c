@@ -1,0 +1,237 @@
+/*
+ * link.c - links between this hub and peer hubs, for the transports.
+ *
+ * A link is made on demand by the first connect() to a node (outgoing:
+ * verbs when both nodes have an RDMA device on the route, else soft), or
+ * by a peer (accepted); it is up once its transport says the peer's HELLO
+ * came, and then carries every connection between the two nodes.  A verbs
+ * link that never came up moves its waiting connections to a soft one
+ * (fall_to_soft).  A failed link resets its connections (hub_link_gone,
+ * sock.c) and is freed after the current batch of events.  Timers between
+ * batches: connect deadlines, and on verbs a PING on a link that sent
+ * nothing for HUB_KEEPALIVE_MS, whose failure tells of a vanished peer.
+ * Sockets that found no room on a link wait on its txwait list until the
+ * transport says it has room again (hub_run_writable, from the loop).
+ */
+#include "hub.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+#include "tag.h"
+
+struct link *hub_link_alloc(struct hub *h, struct xport *xp)
+{
+	struct link *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->ctl_bufs = calloc(HUB_CTL_RECVS, WIRE_CTL_LEN);
+	if (!l->ctl_bufs) {
+		free(l);
+		return NULL;
+	}
+	l->x.id = ++h->next_link_id;
+	l->x.xp = xp;
+	l->next = h->links;
+	h->links = l;
+	return l;
+}
+
+static struct link *link_start(struct hub *h, struct xport *xp, const union sockaddr_any *peer)
+{
+	struct link *l = hub_link_alloc(h, xp);
+	if (!l)
+		return NULL;
+	l->x.outgoing = 1;
+	l->state = LINK_CONNECTING;
+	l->x.peer_addr = *peer;
+	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
+	if (xp->ops->link_connect(xp, &l->x, peer) < 0) {
+		hub_link_fail(&l->x, "cannot start the link");
+		return NULL;
+	}
+	return l;
+}
+
+/* verbs when both nodes have an RDMA device on the route, else soft (the
+ * verbs attempt failing moves its connections to a soft link), unless
+ * RSHARE_TRANSPORT says otherwise. */
+struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer)
+{
+	if (h->mode == HUB_VERBS && !h->verbs.up)
+		return NULL;
+	if (h->mode != HUB_SOFT && h->verbs.up) {
+		struct link *l = link_start(h, &h->verbs, peer);
+		if (l || h->mode == HUB_VERBS)
+			return l;
+	}
+	return link_start(h, &h->soft, peer);
+}
+
+/* A verbs link that never came up: its connections try a soft one. */
+static void fall_to_soft(struct hub *h, struct link *l)
+{
+	struct link *n;
+	int moved = 0;
+	if (l->was_up || !l->x.outgoing || l->x.xp != &h->verbs || h->mode != HUB_AUTO)
+		return;
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			moved++;
+	}
+	if (!moved)
+		return;
+	n = link_start(h, &h->soft, &l->x.peer_addr);
+	for (uint32_t sid = 1; n && sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			s->link = n;
+	}
+	if (n)
+		log_info("link %u: no verbs path to the peer, link %u tries soft", l->x.id, n->x.id);
+}
+
+struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
+				const union sockaddr_any *local)
+{
+	struct link *l = hub_link_alloc(h, xp);
+	if (!l)
+		return NULL;
+	l->state = LINK_CONNECTING;
+	l->x.peer_addr = *peer;
+	l->x.local_addr = *local;
+	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
+	return &l->x;
+}
+
+void hub_link_up(struct xlink *xl, uint64_t peer_node)
+{
+	struct hub *h = the_hub;
+	struct link *l = link_of(xl);
+	l->x.peer_node = peer_node;
+	l->state = LINK_UP;
+	l->was_up = 1;
+	for (uint32_t i = 0; i < HUB_CTL_RECVS; i++)
+		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
+	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
+		 l->x.outgoing ? "outgoing" : "incoming");
+	/* connections that waited for the link */
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
+			hsock_connect(h, s, NULL);
+	}
+}
+
+void hub_link_fail(struct xlink *xl, const char *why)
+{
+	struct hub *h = the_hub;
+	struct link *l = link_of(xl);
+	struct link **pp;
+	if (l->state == LINK_DOWN)
+		return;
+	if (l->state == LINK_UP) {
+		log_warn("link %u to node %016llx dropped: %s", l->x.id, (unsigned long long)l->x.peer_node, why);
+		h->links_dropped++;
+	} else {
+		log_info("link %u not established: %s", l->x.id, why);
+	}
+	l->x.xp->ops->link_close(&l->x);
+	l->state = LINK_DOWN;
+	fall_to_soft(h, l);
+	hub_link_gone(h, l);
+	l->state = LINK_DOWN;
+	for (pp = &h->links; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	free(l->txwait);
+	l->txwait = NULL;
+	l->ntxwait = 0;
+	hub_defer_free(h, l->ctl_bufs);
+	hub_defer_free(h, l);
+}
+
+/* A transport says posting may resume.  Only noted here: the waiting
+ * sockets are resumed from the main loop (hub_run_writable), never from
+ * inside a post, where the socket being posted from may itself be waiting
+ * and would post the same bytes twice. */
+void hub_link_writable(struct xlink *xl)
+{
+	link_of(xl)->writable = 1;
+}
+
+int hub_link_waiting(const struct xlink *xl)
+{
+	return link_of((struct xlink *)xl)->ntxwait != 0;
+}
+
+int hub_run_writable(struct hub *h)
+{
+	int ran = 0;
+	for (struct link *l = h->links; l; l = l->next) {
+		uint32_t n, *w;
+		if (!l->writable || l->state != LINK_UP)
+			continue;
+		l->writable = 0;
+		n = l->ntxwait;
+		w = l->txwait;
+		l->txwait = NULL;
+		l->ntxwait = l->txwait_cap = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			struct hsock *s = h->socks[w[i]];
+			if (s && s->link == l) {
+				s->on_txwait = 0;
+				hsock_tx(h, s);
+			}
+		}
+		free(w);
+		ran |= n > 0;
+	}
+	return ran;
+}
+
+void hub_reap_doomed(struct hub *h)
+{
+	struct link *l;
+again:
+	for (l = h->links; l; l = l->next)
+		if (l->doomed && l->state != LINK_DOWN) {
+			hub_link_fail(&l->x, l->doomed);
+			goto again;
+		}
+}
+
+void hub_link_timers(struct hub *h)
+{
+	uint64_t now = hub_now_ms();
+	struct link *l, *next;
+	for (l = h->links; l; l = next) {
+		next = l->next;
+		if (l->state == LINK_CONNECTING && now > l->deadline_ms)
+			hub_link_fail(&l->x, "connect timed out");
+		/* verbs: a link that sent nothing lately sends a PING, whose
+		 * failure (the queue pair's retries exhausted) drops it; soft
+		 * links have TCP keepalive for that */
+		if (l->state == LINK_UP && !(l->x.xp->ops->flags & XP_POSITIONAL)) {
+			if (l->msgs_tx != l->msgs_tx_seen) {
+				l->msgs_tx_seen = l->msgs_tx;
+				l->ping_ms = now;
+			} else if (now - l->ping_ms >= HUB_KEEPALIVE_MS) {
+				l->ping_ms = now;
+				hub_link_ping(l);
+				l->msgs_tx_seen = l->msgs_tx;
+			}
+		}
+	}
+}
+
+/* A keepalive on a link that sent nothing for a while: on verbs it is the
+ * only way to learn that the peer vanished while the link idles (the send
+ * fails after the queue pair's retries, and the link is dropped). */
+void hub_link_ping(struct link *l)
+{
+	link_send_simple(l, CTL_PING, 0, 0, 0);
+}

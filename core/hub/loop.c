@@ -1,0 +1,363 @@
+/*
+ * loop.c - the hub's event loop and its main: options, set-up, the loop.
+ *
+ * One thread, one epoll set: the unix socket processes attach through, one
+ * connection per process, one eventfd per pool (the doorbell kick), and the
+ * transports' own descriptors.  Each turn drains every pool's doorbell
+ * bitmap, reaps every transport's completion queue (the single poller: each
+ * completion is routed by its owner tag in hub_route()), then sleeps in
+ * epoll_wait with hub_sleeping set in every arena so that processes know to
+ * kick.  Between batches of events: link timers, links that failed mid-work,
+ * pools and pair segments that are gone, deferred frees (hub_batch_end).
+ */
+#include "hub.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sched.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "crash.h"
+#include "log.h"
+#include "msg.h"
+#include "tag.h"
+
+/* Drain the doorbell bitmap of one pool.  Returns whether any bell rang. */
+int hub_doorbells(struct hub *h, struct pool *p)
+{
+	struct arena_hdr *ah = p->base;
+	int rang = 0;
+	for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS; w++) {
+		uint64_t bits;
+		if (!atomic_load_explicit(&ah->doorbell[w], memory_order_relaxed))
+			continue;
+		bits = atomic_exchange_explicit(&ah->doorbell[w], 0, memory_order_acquire);
+		while (bits) {
+			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			uint32_t sid = p->slot_sid[slot];
+			struct hsock *s;
+			uint32_t ops;
+			bits &= bits - 1;
+			rang = 1;
+			if (!sid)
+				continue; /* a bell on a free slot: ignore */
+			s = h->socks[sid];
+			ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
+			if (ops & SLOTOP_TX) {
+				uint32_t gen = s->gen;
+				hsock_tx(h, s);
+				s = h->socks[sid]; /* an abort may have ended it */
+				if (!s || s->gen != gen || !s->as)
+					continue;
+			}
+			if (ops & SLOTOP_CREDIT)
+				hsock_credit(h, s);
+			if ((ops & SLOTOP_POLL) && s->poll_h >= 0)
+				hpoll_reflect(s);
+		}
+	}
+	return rang;
+}
+
+static void set_sleeping(struct hub *h, uint32_t v)
+{
+	for (struct pool *p = h->pools; p; p = p->next)
+		atomic_store_explicit(&((struct arena_hdr *)p->base)->hub_sleeping, v, memory_order_seq_cst);
+}
+
+/* Reap a transport's completions and route each to its owner; the time
+ * from the poll to the owner woken (data arrived, or send ring space freed)
+ * is the hand-off, the price of one poller for all processes. */
+static int reap(struct hub *h, struct xport *xp)
+{
+	struct xwc wc[64];
+	int n, any = 0;
+	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
+		uint64_t t0 = hub_now_ns(), t1 = t0, t2;
+		for (int i = 0; i < n; i++) {
+			hub_route(h, &wc[i]);
+			if (wc[i].op == XWC_RECV_IMM || wc[i].op == XWC_WRITE) {
+				/* from the poll (the batch's), and its own routing */
+				t2 = hub_now_ns();
+				h->handoffs++;
+				h->handoff_ns += t2 - t0;
+				h->route_ns += t2 - t1;
+				t1 = t2;
+			} else {
+				t1 = hub_now_ns();
+			}
+		}
+		any = 1;
+	}
+	return any;
+}
+
+/* ---- the loop ---- */
+
+/* Between batches of events: what may free records that events use. */
+void hub_batch_end(struct hub *h)
+{
+	hub_reap_doomed(h);
+	pools_sweep(h);
+	if (h->segs_dirty) {
+		h->segs_dirty = 0;
+		hpair_sweep(h);
+	}
+	hub_free_deferred(h);
+}
+
+/* Doorbells, completions and links with room again, until none has work;
+ * returns when it last found some. */
+static uint64_t hub_drain(struct hub *h, uint64_t last_work)
+{
+	int busy;
+	do {
+		busy = 0;
+		for (struct pool *p = h->pools; p; p = p->next)
+			busy |= hub_doorbells(h, p);
+		busy |= reap(h, &h->soft);
+		if (h->verbs.up)
+			busy |= reap(h, &h->verbs);
+		busy |= hub_run_writable(h);
+		if (busy)
+			last_work = hub_now_ns();
+	} while (busy);
+	return last_work;
+}
+
+/* Sleeping: processes are told to kick; a bell that rang before they knew
+ * says not to sleep at all. */
+static int rang_before_sleep(struct hub *h)
+{
+	int rang = 0;
+	set_sleeping(h, 1);
+	for (struct pool *p = h->pools; p && !rang; p = p->next) {
+		struct arena_hdr *ah = p->base;
+		for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS && !rang; w++)
+			rang = atomic_load(&ah->doorbell[w]) != 0;
+	}
+	return rang;
+}
+
+static void hub_loop(struct hub *h)
+{
+	uint64_t last_work = hub_now_ns();
+	while (!h->stop) {
+		struct epoll_event evs[64];
+		int n, rang = 0, spin;
+		last_work = hub_drain(h, last_work);
+		/* adaptive: poll for a while after work (yielding the CPU to
+		 * whoever else can run), then sleep with the processes told to kick */
+		spin = h->spin_ns && hub_now_ns() - last_work < h->spin_ns;
+		if (spin)
+			sched_yield();
+		else
+			rang = rang_before_sleep(h);
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : 500);
+		if (!spin)
+			set_sleeping(h, 0);
+		if (n > 0)
+			last_work = hub_now_ns();
+		for (int i = 0; i < n; i++) {
+			struct hub_ev *ev = evs[i].data.ptr;
+			ev->fn(h, ev, evs[i].events);
+		}
+		hub_link_timers(h);
+		hub_batch_end(h);
+	}
+}
+
+/* ---- main ---- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (the_hub)
+		the_hub->stop = 1;
+}
+
+/* 0 or -errno */
+static int hub_listen_unix(struct hub *h)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	const char *name = hub_sock_name();
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
+	memcpy(a.sun_path + 1, name, strlen(name));
+	h->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (h->lfd < 0)
+		return -errno;
+	if (bind(h->lfd, (struct sockaddr *)&a, len) < 0 || listen(h->lfd, 4096) < 0)
+		return -errno;
+	h->lev.fn = hub_accept_proc;
+	return hub_watch(h, h->lfd, EPOLLIN, &h->lev) < 0 ? -errno : 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--syslog] [--daemon]\n");
+}
+
+/* HUB_AUTO, HUB_VERBS, HUB_SOFT, or -EINVAL */
+static int parse_mode(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "auto"))
+		return HUB_AUTO;
+	if (!strcmp(s, "verbs"))
+		return HUB_VERBS;
+	if (!strcmp(s, "soft"))
+		return HUB_SOFT;
+	return -EINVAL;
+}
+
+static int parse_addr(const char *s, union sockaddr_any *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, &a->in.sin_addr) == 1) {
+		a->in.sin_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &a->in6.sin6_addr) == 1) {
+		a->in6.sin6_family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* The options, over the file's and RSHARE_* settings already in h, *port
+ * and cf: 0, or the exit status. */
+static int hub_options(struct hub *h, int argc, char **argv, long *port, int *daemon_mode)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--port") && i + 1 < argc)
+			*port = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--transport") && i + 1 < argc) {
+			h->mode = parse_mode(argv[++i]);
+			if (h->mode < 0) {
+				usage();
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--addr") && i + 1 < argc) {
+			if (parse_addr(argv[++i], &h->bind_addr) < 0) {
+				fprintf(stderr, "rshared: bad address %s\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--syslog"))
+			log_to_syslog();
+		else if (!strcmp(argv[i], "--daemon"))
+			*daemon_mode = 1;
+		else {
+			usage();
+			return 2;
+		}
+	}
+	if (*port <= 0 || *port > 65535) {
+		fprintf(stderr, "rshared: bad port\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* The hub's own state, limits and signals: 0 or -errno */
+static int hub_setup(struct hub *h)
+{
+	struct rlimit rl;
+	struct sigaction sa = {.sa_handler = on_signal};
+	h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
+	h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
+	h->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!h->socks || !h->gens)
+		return -ENOMEM;
+	if (h->epfd < 0)
+		return -errno;
+	while (!h->node_id)
+		if (getrandom(&h->node_id, sizeof(h->node_id), 0) < 0)
+			return -errno;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	crash_install();
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	return 0;
+}
+
+/* The unix socket processes attach through, then the transports:
+ * -1 to go on, else the exit status. */
+static int hub_open(struct hub *h, int daemon_mode)
+{
+	int r = hub_listen_unix(h);
+	if (r < 0) {
+		if (r == -EADDRINUSE) {
+			if (!daemon_mode)
+				fprintf(stderr, "rshared: a hub already runs in this network namespace\n");
+			return daemon_mode ? 0 : 1;
+		}
+		fprintf(stderr, "rshared: cannot listen for processes: %s\n", strerror(-r));
+		return 1;
+	}
+	h->soft.ops = &xport_soft_ops;
+	if (h->soft.ops->init(&h->soft, h, h->port) < 0) {
+		fprintf(stderr, "rshared: cannot listen for peer hubs on port %u: %s\n", h->port,
+			strerror(errno));
+		return 1;
+	}
+	h->soft.up = 1;
+	h->verbs.ops = &xport_verbs_ops;
+	if (h->mode != HUB_SOFT) {
+		if (h->verbs.ops->init(&h->verbs, h, h->port) == 0)
+			h->verbs.up = 1;
+		else if (h->mode == HUB_VERBS) {
+			fprintf(stderr, "rshared: no usable RDMA device: %s\n", strerror(errno));
+			return 1;
+		} else
+			log_info("verbs: not available (%s); links use soft", strerror(errno));
+	}
+	return -1;
+}
+
+int hub_main(int argc, char **argv)
+{
+	struct hub *h = calloc(1, sizeof(*h));
+	int daemon_mode = 0, r;
+	long port;
+	static struct cfg cf;
+	char err[CFG_LINE_MAX];
+
+	/* the file, then RSHARE_* variables, then options */
+	if (cfg_load(NULL, &cf, err, sizeof(err)) < 0 || cfg_env(&cf, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rshared: %s\n", err);
+		return 2;
+	}
+	log_init("rshared", cf.log >= 0 ? cf.log : LOG_LVL_WARN);
+	port = cf.port ? cf.port : HUB_DEFAULT_PORT;
+	h->mode = parse_mode(cf.transport);
+	r = hub_options(h, argc, argv, &port, &daemon_mode);
+	if (r)
+		return r;
+	if (!h)
+		return 1;
+	the_hub = h;
+	h->port = (uint16_t)port;
+	if (hub_setup(h) < 0)
+		return 1;
+	r = hub_open(h, daemon_mode);
+	if (r >= 0)
+		return r;
+	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
+	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
+	hub_loop(h);
+	log_info("hub stopping");
+	return 0;
+}

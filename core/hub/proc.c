@@ -1,0 +1,112 @@
+/*
+ * proc.c - the processes attached to the hub.
+ *
+ * Every process of an rshare application has one SEQPACKET connection to
+ * the hub (accepted by request.c, with the kernel's word on its pid and
+ * uid, which also reads and answers its requests).  A process holds references to hub sockets (the
+ * ones it made, accepted, or inherited by fork); a process's connection
+ * closing is its death: its references are dropped and the sockets only it
+ * held are reset (or closed, after MSG_EXITING).
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg.h"
+
+int proc_hold(struct proc *pr, uint32_t sid)
+{
+	return sid_push(&pr->socks, &pr->nsocks, &pr->cap, sid);
+}
+
+int proc_holds(struct proc *pr, uint32_t sid)
+{
+	for (uint32_t i = 0; i < pr->nsocks; i++)
+		if (pr->socks[i] == sid)
+			return 1;
+	return 0;
+}
+
+int proc_drop(struct proc *pr, uint32_t sid)
+{
+	for (uint32_t i = 0; i < pr->nsocks; i++)
+		if (pr->socks[i] == sid) {
+			pr->socks[i] = pr->socks[--pr->nsocks];
+			return 1;
+		}
+	return 0;
+}
+
+void proc_free(struct hub *h, struct proc *pr)
+{
+	struct proc **pp;
+	for (pp = &h->procs; *pp; pp = &(*pp)->next)
+		if (*pp == pr) {
+			*pp = pr->next;
+			break;
+		}
+	hub_unwatch(h, pr->fd);
+	close(pr->fd);
+	if (pr->nsocks)
+		log_info("process %d gone holding %u sockets", (int)pr->pid, pr->nsocks);
+	for (uint32_t i = 0; i < pr->nsocks; i++) {
+		struct hsock *s = h->socks[pr->socks[i]];
+		if (s && s->nholders && --s->nholders == 0)
+			hsock_release(h, s, !pr->exiting);
+	}
+	if (pr->pool) {
+		pr->pool->nprocs--;
+		pool_maybe_free(h, pr->pool);
+	}
+	free(pr->socks);
+	hub_defer_free(h, pr);
+}
+
+int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds)
+{
+	struct iovec iov = {.iov_base = (void *)rep, .iov_len = sizeof(*rep)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		struct cmsghdr align;
+	} u;
+	ssize_t n;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds) {
+		struct cmsghdr *c;
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	n = sendmsg(fd, &m, MSG_NOSIGNAL);
+	if (n == (ssize_t)sizeof(*rep))
+		return 0;
+	return n < 0 ? -errno : -EMSGSIZE;
+}
+
+uint64_t proc_token(void)
+{
+	uint64_t t = 0;
+	while (!t && getrandom(&t, sizeof(t), 0) != sizeof(t))
+		;
+	return t ? t : 1;
+}
+
+struct proc *proc_by_token(struct hub *h, uint64_t token)
+{
+	for (struct proc *p = h->procs; p; p = p->next)
+		if (p->token == token && p->pool)
+			return p;
+	return NULL;
+}

@@ -1,0 +1,392 @@
+/*
+ * request.c - what the hub answers to a process's requests (msg.h).
+ *
+ * One table, indexed by the request's op: whether the op works before the
+ * process is attached to a pool (HELLO, FORK, CHILD, STAT, PORTCHECK), and
+ * its handler.  Any other op from a process without a pool is answered
+ * -EPROTO; an op without a handler (unknown) -EINVAL.  A handler fills in
+ * the reply (struct req): its status, the descriptors it carries, whether
+ * it goes out at all, and the socket the process is to hold from now on
+ * (LISTEN, CONNECT, ACCEPT: its slot and generation go in the reply).  A
+ * descriptor that came with the request is closed afterwards unless a
+ * handler kept it.  A request that is not one (its size, its op, a
+ * truncated descriptor) drops the process, as does end of file.  Here too:
+ * accepting the processes' connections on the hub's unix socket.
+ */
+#include "hub.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "msg.h"
+#include "tag.h"
+
+/* A request being answered. */
+struct req {
+	struct msg_rep rep;
+	int fds[2], nfds;
+	int reply; /* 0: no reply goes out */
+	int rfd;   /* the descriptor that came with it; -1 once kept */
+	struct hsock *hold; /* the process holds it from now on */
+};
+
+typedef void req_fn(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r);
+
+/* What HELLO and EXECED answer: the pool's arena and eventfd. */
+static int pool_reply(const struct proc *pr, struct msg_rep *rep, int fds[2])
+{
+	rep->pool_id = pr->pool->id;
+	rep->arena_bytes = pr->pool->bytes;
+	rep->token = pr->token;
+	fds[0] = pr->pool->memfd;
+	fds[1] = pr->pool->evfd;
+	return 2;
+}
+
+static void do_stat(struct hub *h, struct proc *pr, int json)
+{
+	size_t len, off = 0;
+	char *txt = hub_stat(h, json, &len);
+	/* the reader drains as we write; a slow reader blocks the hub briefly */
+	int fl = fcntl(pr->fd, F_GETFL);
+	fcntl(pr->fd, F_SETFL, fl & ~O_NONBLOCK);
+	while (txt && off < len) {
+		size_t n = len - off > 32768 ? 32768 : len - off;
+		if (send(pr->fd, txt + off, n, MSG_NOSIGNAL) < 0)
+			break;
+		off += n;
+	}
+	free(txt);
+}
+
+static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	if (pr->pool) {
+		r->rep.status = -EISCONN;
+		return;
+	}
+	pr->pool = pool_new(h);
+	if (!pr->pool) {
+		r->rep.status = -ENOMEM;
+		return;
+	}
+	pr->pool->nprocs++;
+	pr->pid = q->pid > 0 ? q->pid : pr->pid;
+	pr->token = proc_token();
+	r->nfds = pool_reply(pr, &r->rep, r->fds);
+	log_info("process %d: new pool %llu", (int)pr->pid, (unsigned long long)pr->pool->id);
+}
+
+static void req_fork(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct proc *parent = proc_by_token(h, q->token);
+	/* only the parent itself may hand its pool on: its token (the
+	 * pool's secret), its pid and its uid, as the kernel saw them */
+	if (pr->pool || !parent || (parent->pid && parent->pid != pr->pid) || parent->uid != pr->uid) {
+		r->rep.status = -EPERM;
+		return;
+	}
+	pr->pool = parent->pool;
+	pr->pool->nprocs++;
+	pr->pid = 0; /* the child tells */
+	pr->token = proc_token();
+	for (uint32_t i = 0; i < parent->nsocks; i++) {
+		struct hsock *hs = h->socks[parent->socks[i]];
+		if (hs && proc_hold(pr, hs->sid) == 0)
+			hs->nholders++;
+	}
+	r->rep.token = pr->token;
+}
+
+static void req_child(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	(void)h;
+	r->reply = 0;
+	if (pr->pool && !pr->pid && q->pid > 0)
+		pr->pid = q->pid;
+}
+
+static void req_exiting(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	(void)h;
+	(void)r;
+	pr->exiting = q->arg == 1;
+}
+
+/* the same process, after exec: it maps the pool again */
+static void req_execed(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	(void)h;
+	if (!pr->pool || pr->pid || q->pid <= 0) {
+		r->rep.status = -EPERM;
+		return;
+	}
+	pr->pid = q->pid;
+	r->nfds = pool_reply(pr, &r->rep, r->fds);
+}
+
+static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_new(h, pr->pool, 0, 0);
+	if (!s) {
+		r->rep.status = -ENOBUFS;
+		return;
+	}
+	s->local = q->addr;
+	r->rep.status = hub_listen(h, s, &q->addr, q->arg, r->rfd);
+	if (r->rep.status) {
+		hsock_release(h, s, 1);
+		return;
+	}
+	r->rfd = -1; /* the listener keeps it */
+	s->rx_size = arena_ring_size(q->rxsize);
+	s->tx_size = arena_ring_size(q->txsize);
+	r->hold = s;
+}
+
+/* the rings come when hsock_connect() knows where: this arena for a link,
+ * a pair segment for the same node */
+static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_new(h, pr->pool, 0, 0);
+	if (!s) {
+		r->rep.status = -ENOBUFS;
+		return;
+	}
+	s->rx_size = arena_ring_size(q->rxsize);
+	s->tx_size = arena_ring_size(q->txsize);
+	s->local = q->local;
+	r->rep.status = hsock_connect(h, s, &q->addr);
+	if (r->rep.status) {
+		hsock_release(h, s, 1);
+		return;
+	}
+	r->hold = s;
+}
+
+static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *ls = hsock_get(h, pr->pool, q->slot, q->gen), *s;
+	if (!ls || !proc_holds(pr, ls->sid) || ls->state != HS_LISTENING) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	r->rep.status = hsock_accept(h, ls, &s);
+	if (!r->rep.status)
+		r->hold = s;
+}
+
+static void req_pollfd(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
+	if (!s || !proc_holds(pr, s->sid) || s->state == HS_LISTENING) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	r->rep.status = hpoll_get(s);
+	if (r->rep.status >= 0) {
+		r->fds[0] = r->rep.status;
+		r->nfds = 1;
+		r->rep.status = 0;
+	}
+}
+
+static void req_pairfd(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	uint64_t id, bytes;
+	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
+	if (!s || !proc_holds(pr, s->sid) || !s->lp) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	r->fds[0] = hpair_fd(h, s, &id, &bytes);
+	r->nfds = 1;
+	r->rep.pool_id = id;
+	r->rep.arena_bytes = bytes;
+}
+
+static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s;
+	if (q->arg & MSG_RELEASE_NOREPLY)
+		r->reply = 0;
+	s = hsock_get(h, pr->pool, q->slot, q->gen);
+	if (!s || !proc_drop(pr, s->sid)) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	/* arg bit 1: SO_LINGER with a zero time, the connection is
+	 * reset; gen 1 in the reply: that was the last holder */
+	if (--s->nholders == 0) {
+		r->rep.gen = 1;
+		hsock_release(h, s, q->arg & 1);
+	}
+}
+
+static void req_shutdown(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
+	if (!s || !proc_holds(pr, s->sid)) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	if (s->state != HS_ESTABLISHED) {
+		r->rep.status = -ENOTCONN;
+		return;
+	}
+	if (q->arg == SHUT_WR || q->arg == SHUT_RDWR)
+		hsock_shutdown_wr(h, s);
+}
+
+static uint16_t unmapped_port(const union sockaddr_any *x)
+{
+	union sockaddr_any a = *x;
+	wire_addr_unmap(&a);
+	return ntohs(a.sa.sa_family == AF_INET6 ? a.in6.sin6_port : a.in.sin_port);
+}
+
+/* as the kernel: an accepted connection keeps its port bound */
+static void req_portcheck(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	uint16_t port = unmapped_port(&q->addr);
+	(void)pr;
+	for (uint32_t sid = 1; port && sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *x = h->socks[sid];
+		if (!x || !x->accepted)
+			continue;
+		if (unmapped_port(&x->local) == port) {
+			r->rep.status = -EADDRINUSE;
+			break;
+		}
+	}
+}
+
+static void req_stat(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	pr->stat_only = 1;
+	do_stat(h, pr, q->arg);
+	shutdown(pr->fd, SHUT_WR); /* the reader stops at end of file */
+	r->reply = 0;
+}
+
+static const struct {
+	int no_pool; /* works before the process is attached to a pool */
+	req_fn *fn;
+} req_ops[] = {
+	[MSG_HELLO] = {1, req_hello},
+	[MSG_FORK] = {1, req_fork},
+	[MSG_CHILD] = {1, req_child},
+	[MSG_LISTEN] = {0, req_listen},
+	[MSG_CONNECT] = {0, req_connect},
+	[MSG_ACCEPT] = {0, req_accept},
+	[MSG_RELEASE] = {0, req_release},
+	[MSG_SHUTDOWN] = {0, req_shutdown},
+	[MSG_STAT] = {1, req_stat},
+	[MSG_PORTCHECK] = {1, req_portcheck},
+	[MSG_POLLFD] = {0, req_pollfd},
+	[MSG_EXECED] = {0, req_execed},
+	[MSG_EXITING] = {0, req_exiting},
+	[MSG_PAIRFD] = {0, req_pairfd},
+};
+
+void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
+{
+	struct req r = {.reply = 1, .rfd = rfd};
+	int known = q->op < sizeof(req_ops) / sizeof(req_ops[0]), e;
+	if (!pr->pool && !(known && req_ops[q->op].no_pool))
+		r.rep.status = -EPROTO;
+	else if (!known || !req_ops[q->op].fn)
+		r.rep.status = -EINVAL;
+	else
+		req_ops[q->op].fn(h, pr, q, &r);
+	if (r.hold) {
+		if (proc_hold(pr, r.hold->sid) < 0) {
+			hsock_release(h, r.hold, 1);
+			r.rep.status = -ENOMEM;
+		} else {
+			r.hold->nholders++;
+			r.rep.slot = r.hold->slot;
+			r.rep.gen = r.hold->gen;
+		}
+	}
+	if (r.rfd >= 0)
+		close(r.rfd);
+	if (r.reply && (e = proc_send_reply(pr->fd, &r.rep, r.fds, r.nfds)) < 0)
+		log_debug("process %d: reply lost: %s", (int)pr->pid, strerror(-e));
+}
+
+void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	struct proc *pr = (struct proc *)ev;
+	struct msg_req q;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = &q, .iov_len = sizeof(q)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+	int rfd = -1;
+	(void)events;
+
+	n = recvmsg(pr->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
+	if (n <= 0 || pr->stat_only) {
+		if (rfd >= 0)
+			close(rfd);
+		proc_free(h, pr);
+		return;
+	}
+	if (n != sizeof(q) || q.op == 0 || q.op > MSG_MAX || (m.msg_flags & MSG_CTRUNC)) {
+		log_warn("process %d: malformed request, dropping it", (int)pr->pid);
+		if (rfd >= 0)
+			close(rfd);
+		proc_free(h, pr);
+		return;
+	}
+	proc_request(h, pr, &q, rfd);
+}
+
+void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
+{
+	(void)ev;
+	(void)events;
+	for (;;) {
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		struct proc *pr;
+		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		pr = calloc(1, sizeof(*pr));
+		if (!pr || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+			free(pr);
+			close(fd);
+			continue;
+		}
+		pr->fd = fd;
+		pr->pid = cr.pid;
+		pr->uid = cr.uid;
+		pr->ev.fn = proc_event;
+		if (hub_watch(h, fd, EPOLLIN | EPOLLRDHUP, &pr->ev) < 0) {
+			close(fd);
+			free(pr);
+			continue;
+		}
+		pr->next = h->procs;
+		h->procs = pr;
+	}
+}

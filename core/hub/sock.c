@@ -1,0 +1,394 @@
+/*
+ * sock.c - the hub's socket records and the states they end in.
+ *
+ * A hub socket (struct hsock) is the hub's private truth about one rshare
+ * socket: its slot in a pool's arena, its ring geometry, its link and peer,
+ * its credit window.  This file makes and finds them (hsock_new, hsock_get,
+ * hsock_by_imm: by the tag a peer or a completion names), wakes the
+ * processes waiting on them, and ends them: closed with an error, reset,
+ * lingering, freed, or all those on a link that is gone.  Connection set-up
+ * is conn.c, data and credit data.c, the last holder's release close.c,
+ * control messages and completions from the transports route.c.
+ *
+ * The slot and its send ring go back to the pool once the socket is
+ * released and its FIN completed.  The record and its receive ring linger
+ * until the peer says it will write no more (its FIN, or its RESET: a RESET
+ * is always answered with one unless one was sent already), because on
+ * verbs the peer's NIC may still be writing into that ring: it must not be
+ * given to another socket before.  A lost link ends every socket on it at
+ * once.  A same-node connection (no link, pair.c) carries FIN and RESET
+ * here, straight to the other socket.
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sys.h"
+#include "tag.h"
+
+/* ---- allocation ---- */
+
+static uint32_t sid_alloc(struct hub *h)
+{
+	for (uint32_t n = 0; n < TAG_MAX_SOCKS; n++) {
+		uint32_t sid = h->next_sid + 1 + n;
+		sid %= TAG_MAX_SOCKS;
+		if (sid && !h->socks[sid]) {
+			h->next_sid = sid;
+			return sid;
+		}
+	}
+	return 0;
+}
+
+static uint32_t slot_alloc(struct pool *p)
+{
+	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
+		if (!p->slot_sid[i])
+			return i;
+	return UINT32_MAX;
+}
+
+static void mutex_init_robust(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/* The arena rings of s, of the sizes it records (0: none), and the slot's
+ * geometry; -ENOBUFS when the pool has no room (nothing is kept then). */
+int hsock_rings_alloc(struct hsock *s)
+{
+	struct pool *p = s->pool;
+	if (s->rx_size && !(s->rx_off = arena_alloc(p->rx_alloc, s->rx_size)))
+		return -ENOBUFS;
+	if (s->tx_size && !(s->tx_off = arena_alloc(p->tx_alloc, s->tx_size))) {
+		arena_release(p->rx_alloc, s->rx_off, s->rx_size);
+		s->rx_off = 0;
+		return -ENOBUFS;
+	}
+	s->as->rx.off = s->rx_off;
+	s->as->rx.size = s->rx_size;
+	s->as->tx.off = s->tx_off;
+	s->as->tx.size = s->tx_size;
+	return 0;
+}
+
+struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize)
+{
+	struct hsock *s;
+	struct arena_slot *as;
+	uint32_t slot = slot_alloc(p), sid;
+	if (slot == UINT32_MAX)
+		return NULL;
+	sid = sid_alloc(h);
+	if (!sid)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->rx_size = rxsize;
+	s->tx_size = txsize;
+	s->sid = sid;
+	s->gen = ++h->gens[sid];
+	s->pool = p;
+	s->slot = slot;
+	s->evfd = -1;
+	s->poll_p = s->poll_h = -1;
+	s->as = as = p->slots + slot;
+	/* the slot is free: no process maps it as a socket, so plain stores do */
+	atomic_store(&as->state, SLOT_FREE);
+	atomic_store(&as->error, 0);
+	atomic_store(&as->flags, 0);
+	atomic_store(&as->pending_ops, 0);
+	atomic_store(&as->acceptq, 0);
+	atomic_store(&as->rx.head, 0);
+	atomic_store(&as->rx.tail, 0);
+	atomic_store(&as->tx.head, 0);
+	atomic_store(&as->tx.tail, 0);
+	atomic_store(&as->rx_credit_mark, 0);
+	atomic_store(&as->rx_sig, 0);
+	atomic_store(&as->tx_blk, 0);
+	as->pair_seg = as->pair_tx = as->pair_rx = 0;
+	if (hsock_rings_alloc(s) < 0) {
+		free(s); /* the slot and the socket id are not taken yet */
+		return NULL;
+	}
+	memset(&as->local, 0, sizeof(as->local));
+	memset(&as->peer, 0, sizeof(as->peer));
+	mutex_init_robust(&as->rx_lock);
+	mutex_init_robust(&as->tx_lock);
+	as->gen = s->gen;
+	p->slot_sid[slot] = sid;
+	p->nsocks++;
+	h->socks[sid] = s;
+	h->nsocks++;
+	return s;
+}
+
+struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen)
+{
+	struct hsock *s;
+	if (!p || slot >= ARENA_MAX_SLOTS || !p->slot_sid[slot])
+		return NULL;
+	s = h->socks[p->slot_sid[slot]];
+	return s && s->gen == gen ? s : NULL;
+}
+
+struct hsock *hsock_by_imm(struct hub *h, uint32_t imm)
+{
+	uint32_t sid = tag_imm_sid(imm);
+	struct hsock *s = sid ? h->socks[sid] : NULL;
+	return s && tag_imm_live(imm, s->gen) ? s : NULL;
+}
+
+void hsock_uncount(struct hsock *s)
+{
+	if (s->counted && s->link)
+		s->link->conns--;
+	s->counted = 0;
+}
+
+static void ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size)
+{
+	if (!off)
+		return;
+	/* the pages go back to the system, unless pinned for a NIC */
+	if (!pool_chunk_pinned(p, off))
+		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, size);
+	arena_release(a, off, size);
+}
+
+/* Give the slot and its send ring back to the pool; the record and the
+ * receive ring may live on (LINGER). */
+void hsock_slot_release(struct hub *h, struct hsock *s)
+{
+	struct pool *p = s->pool;
+	(void)h;
+	hpoll_close(s);
+	if (!s->as)
+		return;
+	ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
+	s->tx_off = 0;
+	atomic_store(&s->as->state, SLOT_FREE);
+	s->as->gen = s->gen + 1;
+	p->slot_sid[s->slot] = 0;
+	s->as = NULL;
+}
+
+static void listener_forget(struct hub *h, struct hsock *s)
+{
+	for (uint32_t i = 0; i < h->nlisteners; i++)
+		if (h->listeners[i] == s->sid) {
+			h->listeners[i] = h->listeners[--h->nlisteners];
+			break;
+		}
+}
+
+void hsock_free(struct hub *h, struct hsock *s)
+{
+	struct pool *p = s->pool;
+	hsock_uncount(s);
+	if (s->state == HS_LISTENING)
+		listener_forget(h, s);
+	hsock_slot_release(h, s);
+	ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
+	p->nsocks--;
+	if (s->evfd >= 0)
+		close(s->evfd);
+	hpoll_close(s);
+	hpair_put(h, s);
+	free(s->q);
+	free(s->pend);
+	h->socks[s->sid] = NULL;
+	h->nsocks--;
+	free(s);
+}
+
+/* Released by every holder: wait for the peer's word before the receive
+ * ring can be reused, unless there is no peer to hear from. */
+void hsock_linger(struct hub *h, struct hsock *s)
+{
+	hsock_uncount(s);
+	hsock_slot_release(h, s);
+	if (!s->link || !s->peer || s->link->state != LINK_UP)
+		hsock_free(h, s);
+	else
+		s->state = HS_LINGER;
+}
+
+/* ---- waking processes, ending sockets ---- */
+
+void hsock_wake(struct hsock *s)
+{
+	struct arena_slot *as = s->as;
+	if (!as)
+		return;
+	atomic_fetch_add_explicit(&as->wake_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&as->waiters, memory_order_seq_cst))
+		sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+	if (s->evfd >= 0) {
+		uint64_t one = 1;
+		if (write(s->evfd, &one, sizeof(one)) < 0) {
+			/* counter saturated: waiters are awake anyway */
+		}
+	}
+	if (s->poll_h >= 0)
+		hpoll_reflect(s);
+}
+
+void hsock_set_closed(struct hsock *s, int err)
+{
+	hsock_uncount(s);
+	s->state = HS_CLOSED;
+	if (s->as) {
+		atomic_store(&s->as->error, err);
+		if (err == ECONNRESET)
+			atomic_fetch_or(&s->as->flags, SLOTF_RESET);
+		atomic_store(&s->as->state, SLOT_CLOSED);
+	}
+	hsock_wake(s);
+}
+
+/* ---- same node: the other socket of the pair ---- */
+
+static struct hsock *local_partner(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = s->peer ? hsock_by_imm(h, s->peer) : NULL;
+	return p && p->lp && p->lp == s->lp ? p : NULL;
+}
+
+/* The other end of s went away without a FIN, or s wrote to an end that
+ * is gone: what a RESET from a link does. */
+static void local_reset_in(struct hub *h, struct hsock *s)
+{
+	s->peer = 0;
+	s->reset_sent = 1; /* nobody to answer */
+	if (!s->nholders && !s->queued) {
+		hsock_free(h, s);
+		return;
+	}
+	if (s->state == HS_ESTABLISHED)
+		hsock_set_closed(s, s->rx_fin ? EPIPE : ECONNRESET);
+}
+
+static void local_reset(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = local_partner(h, s);
+	s->peer = 0;
+	if (p)
+		local_reset_in(h, p);
+}
+
+/* s will send no more: its bytes are all in the ring already (the
+ * process published them before it asked), so the other end sees FIN now. */
+void hsock_local_fin(struct hub *h, struct hsock *s)
+{
+	struct hsock *p = local_partner(h, s);
+	s->fin_pending = s->fin_sent = s->fin_done = 1;
+	if (!p)
+		return;
+	p->rx_fin = 1;
+	if (p->as)
+		atomic_fetch_or(&p->as->flags, SLOTF_RX_FIN);
+	hsock_wake(p);
+}
+
+/* A process of s's rang: it wrote (credit 0) or read (1) while the other
+ * end waits for that.  Writing to an end that is gone resets, as the
+ * kernel answers data for a closed socket with RST. */
+void hsock_local_wake(struct hub *h, struct hsock *s, int credit)
+{
+	struct hsock *p = local_partner(h, s);
+	if (p)
+		hsock_wake(p);
+	else if (!credit && s->state == HS_ESTABLISHED)
+		local_reset_in(h, s);
+}
+
+/* ---- resets ---- */
+
+void hsock_send_reset(struct hsock *s)
+{
+	if (s->lp && s->peer && !s->reset_sent)
+		local_reset(the_hub, s);
+	else if (s->link && s->peer && !s->reset_sent)
+		link_send_simple(s->link, CTL_RESET, s->peer, tag_imm(s->sid, s->gen), 0);
+	s->reset_sent = 1;
+}
+
+void hsock_abort(struct hub *h, struct hsock *s, const char *why)
+{
+	log_warn("socket %u: %s: reset", s->sid, why);
+	hsock_send_reset(s);
+	if (s->nholders || s->queued)
+		hsock_set_closed(s, ECONNRESET);
+	else
+		hsock_linger(h, s);
+}
+
+void hsock_finish_close(struct hub *h, struct hsock *s)
+{
+	if (!s->closing || !s->fin_done || s->tx_done != s->fin_at || s->state != HS_ESTABLISHED)
+		return;
+	if (s->rx_fin) {
+		hsock_free(h, s);
+		return;
+	}
+	hsock_linger(h, s);
+}
+
+void hub_link_gone(struct hub *h, struct link *l)
+{
+	for (uint32_t i = 0; i < h->nlisteners; i++) {
+		struct hsock *ls = h->socks[h->listeners[i]];
+		uint32_t k = 0;
+		for (uint32_t j = 0; ls && j < ls->npend; j++)
+			if (ls->pend[j].link != l)
+				ls->pend[k++] = ls->pend[j];
+		if (ls)
+			ls->npend = k;
+	}
+	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (!s || s->link != l)
+			continue;
+		s->peer = 0;
+		switch (s->state) {
+		case HS_CONNECTING:
+			if (!s->connect_sent) {
+				s->state = HS_FALLBACK;
+				h->fallback_connects++;
+				atomic_store(&s->as->state, SLOT_FALLBACK);
+				hsock_wake(s);
+			} else {
+				hsock_set_closed(s, ECONNRESET);
+			}
+			break;
+		case HS_ESTABLISHED:
+			if (s->closing && !s->nholders) {
+				hsock_free(h, s);
+				continue;
+			}
+			hsock_set_closed(s, ECONNRESET);
+			break;
+		case HS_LINGER:
+			hsock_free(h, s);
+			continue;
+		default:
+			break;
+		}
+		hsock_uncount(s);
+		s->link = NULL;
+	}
+}
