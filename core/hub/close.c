@@ -3,8 +3,8 @@
  *
  * A listener resets the connections it queued and refuses the ones that
  * wait for room.  An established connection sends what is left, then FIN
- * (or RESET when unread data would be lost, or when the holder died), and
- * lingers until the peer's word (sock.c); a same-node one tells the other
+ * (or RESET when unread data would be lost, or when the holder died: after
+ * the data already posted), and lingers until the peer's word (sock.c); a same-node one tells the other
  * socket at once.  A connect under way waits for the ACCEPT that may be on
  * its way, to answer it with RESET.
  */
@@ -53,6 +53,17 @@ static void release_established(struct hub *h, struct hsock *s, int abort)
 	head = ring_load(&s->as->rx.head);
 	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
 		log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
+		/* what the program wrote before its close goes first, as the
+		 * kernel had sent it by then; the reset follows once it has
+		 * (hsock_finish_close) */
+		if (s->link && !s->reset_sent) {
+			hsock_tx(h, s);
+			if (s->state == HS_ESTABLISHED && s->as && s->tx_done != s->tx_posted) {
+				s->closing = 1;
+				s->reset_after_tx = 1;
+				return;
+			}
+		}
 		hsock_send_reset(s);
 		hsock_linger(h, s);
 		return;

@@ -160,7 +160,8 @@ struct hsock {
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
-		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1;
+		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1,
+		reset_after_tx : 1; /* released with a reset: it goes once the posted data has */
 	union sockaddr_any local, peer_addr;
 	/* listener */
 	uint16_t lport;

@@ -339,6 +339,14 @@ void hsock_abort(struct hub *h, struct hsock *s, const char *why)
 
 void hsock_finish_close(struct hub *h, struct hsock *s)
 {
+	if (s->reset_after_tx) {
+		if (s->state == HS_ESTABLISHED && s->tx_done == s->tx_posted) {
+			s->reset_after_tx = 0;
+			hsock_send_reset(s);
+			hsock_linger(h, s);
+		}
+		return;
+	}
 	if (!s->closing || !s->fin_done || s->tx_done != s->fin_at || s->state != HS_ESTABLISHED)
 		return;
 	if (s->rx_fin) {
