@@ -61,8 +61,8 @@ static int conn_start(int fd, struct pfd *p, const union sockaddr_any *dst, cons
 		errno = -r;
 		return -1;
 	}
-	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .slot = slot,
-				 .gen = gen, .evfd = -1, .dst = *dst});
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .bufset = p->bufset,
+				 .slot = slot, .gen = gen, .evfd = -1, .dst = *dst});
 	atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
 	errno = EINPROGRESS;
 	return -1;

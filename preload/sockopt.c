@@ -4,7 +4,8 @@
  * The kernel socket behind every descriptor checks the arguments and
  * answers what rshare does not: setsockopt is always the kernel's (the
  * buffer sizes asked before connect or listen are kept for the rings),
- * getsockopt answers SO_ERROR, SO_RCVBUF/SO_SNDBUF (the rings' sizes) and
+ * getsockopt answers SO_ERROR, SO_RCVBUF/SO_SNDBUF (the rings' sizes,
+ * unless the program set them: then the kernel's answer, as on Linux) and
  * SO_ACCEPTCONN itself.  O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO) is kept
  * in the slot's flags; a kernel listener stays nonblocking whatever the
  * application asks, and F_GETFL tells it what it asked.  FIONREAD is the
@@ -25,6 +26,7 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			p->rxsize = sz;
 		else
 			p->txsize = sz;
+		p->bufset |= name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET;
 	}
 	return r;
 }
@@ -41,7 +43,9 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 			return 0;
 		case SO_RCVBUF:
 		case SO_SNDBUF:
-			if (p->kind == FD_RS) {
+			/* set by the program: the kernel's answer, twice what was
+			 * asked, as Linux reports it; else the ring's size now */
+			if (p->kind == FD_RS && !(p->bufset & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
 				*(int *)val = (int)(name == SO_RCVBUF ? as->rx.size : as->tx.size);
 				*len = sizeof(int);
 				return 0;

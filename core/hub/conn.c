@@ -196,8 +196,10 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 {
 	struct wire_ctl a = {.op = CTL_ACCEPT, .dst = c->src};
 	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
-	if (s)
+	if (s) {
 		s->link = l;
+		s->tx_fixed = ls->tx_fixed; /* the kernel's accepted sockets inherit SO_SNDBUF too */
+	}
 	if (!s || ring_keys(h, s) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, s->sid) < 0) {
 		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};
 		if (s)

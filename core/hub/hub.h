@@ -156,12 +156,16 @@ struct hsock {
 	uint64_t peer_raddr;        /* verbs: the peer ring's address and key */
 	uint32_t peer_rkey;
 	uint32_t rx_rkey, tx_lkey;  /* verbs: keys of our rings */
+	/* a send ring that grew (data.c): the old one, until the writes
+	 * posted from it (up to tx_old_until) completed */
+	uint64_t tx_old_off, tx_old_size, tx_old_until;
 	uint64_t credit_sent;
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
 		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1,
-		reset_after_tx : 1; /* released with a reset: it goes once the posted data has */
+		reset_after_tx : 1, /* released with a reset: it goes once the posted data has */
+		tx_fixed : 1;       /* the program chose the send ring's size: it never grows */
 	union sockaddr_any local, peer_addr;
 	/* listener */
 	uint16_t lport;
@@ -205,6 +209,7 @@ struct hub {
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
+	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
 	int segs_dirty;             /* a pool or a pair went: sweep the segments */
@@ -226,6 +231,7 @@ uint64_t hub_now_ns(void);
 
 /* loop.c */
 int hub_main(int argc, char **argv);
+uint32_t hub_wmem_max(void); /* tcp_wmem's maximum, as a ring size */
 int hub_doorbells(struct hub *h, struct pool *p); /* drain one pool's; whether any rang */
 void hub_batch_end(struct hub *h);                /* between batches of events */
 
@@ -326,6 +332,12 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 struct hsock *hsock_get(struct hub *h, struct pool *p, uint32_t slot, uint32_t gen);
 struct hsock *hsock_by_imm(struct hub *h, uint32_t imm); /* the live socket a tag names */
 int hsock_rings_alloc(struct hsock *s); /* 0 or -ENOBUFS */
+/* Give ring bytes back to the pool (their pages too, unless pinned). */
+void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size);
+/* Double s's send ring: the new size, or -errno (data.c). */
+int hsock_tx_grow(struct hub *h, struct hsock *s);
+/* The old send ring goes once the writes posted from it completed. */
+void hsock_tx_old_done(struct hsock *s);
 void hsock_uncount(struct hsock *s);    /* no longer one of its link's connections */
 void hsock_slot_release(struct hub *h, struct hsock *s);
 void hsock_free(struct hub *h, struct hsock *s);

@@ -327,6 +327,23 @@ static int hub_open(struct hub *h, int daemon_mode)
 	return -1;
 }
 
+/* tcp_wmem's maximum in this network namespace, as the largest ring size
+ * not above it: a send ring grows up to it, as the kernel's send buffer. */
+uint32_t hub_wmem_max(void)
+{
+	unsigned long lo = 0, def = 0, max = 0;
+	uint32_t size = ARENA_DEFAULT_RING;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+	if (f) {
+		if (fscanf(f, "%lu %lu %lu", &lo, &def, &max) != 3)
+			max = 0;
+		fclose(f);
+	}
+	while (size < ARENA_MAX_RING && (unsigned long)size * 2 <= max)
+		size *= 2;
+	return size;
+}
+
 int hub_main(int argc, char **argv)
 {
 	struct hub *h = calloc(1, sizeof(*h));
@@ -357,6 +374,7 @@ int hub_main(int argc, char **argv)
 		return r;
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
+	h->tx_max = hub_wmem_max();
 	hub_loop(h);
 	log_info("hub stopping");
 	return 0;

@@ -148,6 +148,7 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	r->rfd = -1; /* the listener keeps it */
 	s->rx_size = arena_ring_size(q->rxsize);
 	s->tx_size = arena_ring_size(q->txsize);
+	s->tx_fixed = q->txsize != 0; /* SO_SNDBUF or sndbuf: as the kernel, no growth */
 	r->hold = s;
 }
 
@@ -162,6 +163,7 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 	}
 	s->rx_size = arena_ring_size(q->rxsize);
 	s->tx_size = arena_ring_size(q->txsize);
+	s->tx_fixed = q->txsize != 0;
 	s->local = q->local;
 	r->rep.status = hsock_connect(h, s, &q->addr);
 	if (r->rep.status) {
@@ -230,6 +232,22 @@ static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q,
 	}
 }
 
+/* the send ring is full: a larger one (its size in rep.gen), or -errno */
+static void req_txgrow(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
+	int n;
+	if (!s || !proc_holds(pr, s->sid)) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	n = hsock_tx_grow(h, s);
+	if (n < 0)
+		r->rep.status = n;
+	else
+		r->rep.gen = (uint32_t)n;
+}
+
 static void req_shutdown(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
@@ -294,6 +312,7 @@ static const struct {
 	[MSG_EXECED] = {0, req_execed},
 	[MSG_EXITING] = {0, req_exiting},
 	[MSG_PAIRFD] = {0, req_pairfd},
+	[MSG_TXGROW] = {0, req_txgrow},
 };
 
 void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)

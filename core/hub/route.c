@@ -113,6 +113,8 @@ static void route_write(struct hub *h, struct link *wl, const struct xwc *wc)
 	}
 	s->tx_done += wc->byte_len;
 	ring_store(&s->as->tx.head, s->tx_done);
+	if (s->tx_old_size)
+		hsock_tx_old_done(s);
 	s->bytes_tx += wc->byte_len;
 	s->cq_send++;
 	wl->cq_send++;

@@ -159,7 +159,7 @@ void hsock_uncount(struct hsock *s)
 	s->counted = 0;
 }
 
-static void ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size)
+void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size)
 {
 	if (!off)
 		return;
@@ -178,8 +178,10 @@ void hsock_slot_release(struct hub *h, struct hsock *s)
 	hpoll_close(s);
 	if (!s->as)
 		return;
-	ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
+	hsock_ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
 	s->tx_off = 0;
+	hsock_ring_free(p, p->tx_alloc, s->tx_old_off, s->tx_old_size);
+	s->tx_old_off = s->tx_old_size = 0;
 	atomic_store(&s->as->state, SLOT_FREE);
 	s->as->gen = s->gen + 1;
 	p->slot_sid[s->slot] = 0;
@@ -202,7 +204,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 	if (s->state == HS_LISTENING)
 		listener_forget(h, s);
 	hsock_slot_release(h, s);
-	ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
+	hsock_ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
 	p->nsocks--;
 	if (s->evfd >= 0)
 		close(s->evfd);

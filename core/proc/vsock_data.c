@@ -189,13 +189,40 @@ VS_INLINE int send_stop(struct xfer *x)
 	return 0;
 }
 
+/* the slot generation + 1 whose send ring the hub will not grow */
+static uint32_t vs_tx_nogrow[ARENA_MAX_SLOTS];
+
+/* The send ring is full: ask the hub for one twice the size, as the
+ * kernel's send buffer grows under load (up to tcp_wmem's maximum; never
+ * when SO_SNDBUF fixed it, nor on the same node).  1 when it grew.  The
+ * caller holds the ring's lock, so no other writer sees the move. */
+static __attribute__((noinline)) int send_grow(struct xfer *x)
+{
+	uint32_t gen = x->as->gen;
+	struct msg_req q = {.op = MSG_TXGROW, .slot = x->slot, .gen = gen};
+	struct msg_rep r = {.status = 0};
+	if (x->v.d || x->v.size >= ARENA_MAX_RING || vs_tx_nogrow[x->slot] == gen + 1)
+		return 0;
+	if (cl_rpc(&q, &r, -1) < 0)
+		return 0;
+	if (r.status) {
+		if (r.status != -EBUSY) /* else: once the old ring's writes completed */
+			vs_tx_nogrow[x->slot] = gen + 1;
+		return 0;
+	}
+	return 1;
+}
+
 /* The send ring is full: 1 to give up (nonblocking, or the wait failed),
- * 0 to look again once the head moved or the hub said anything. */
+ * 0 to look again once the head moved, the ring grew or the hub said
+ * anything. */
 VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 {
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
 	int err;
+	if (send_grow(x))
+		return 0;
 	if (x->nonblock) {
 		x->ret = x->total ? 0 : -EAGAIN;
 		if (vs_poll_fds[x->slot])

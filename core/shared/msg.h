@@ -51,7 +51,10 @@ enum msg_op {
 	MSG_PAIRFD,     /* slot: a same-node connection; the reply carries the
 			   memfd of its pair segment (pair.h), pool_id = the
 			   segment's id, arena_bytes = its size */
-	MSG_MAX = MSG_PAIRFD
+	MSG_TXGROW,     /* slot: the send ring is full; reply: rep.gen = its new
+			   size, or -ENOSPC (largest), -EPERM (fixed by SO_SNDBUF,
+			   same node), -EBUSY (an old ring still in use), -ENOBUFS */
+	MSG_MAX = MSG_TXGROW
 };
 
 #define MSG_RELEASE_NOREPLY 2

@@ -1,0 +1,70 @@
+#!/usr/bin/env bats
+# Echo clients that write a whole 1 MiB chunk before they read the echo
+# (tests/write-then-read-client.c, 4 connections x 3 rounds) finish on
+# kernel TCP, whose buffers grow under load; over rshare they stalled once
+# 256 KiB was in flight each way (a 128 KiB send ring and the peer's
+# 128 KiB receive ring).  A send ring that a writer finds full now grows,
+# up to tcp_wmem's maximum, so the same clients finish the same way, in
+# front of a fork-per-connection server that execs its worker (socat fork
+# EXEC:cat) and a pre-fork one (echo-server).  The hubs' stat proves the
+# rshare runs took the link.
+
+load lib
+
+setup() {
+	rs_require write-then-read-client echo-server
+	command -v socat >/dev/null || skip "socat not installed"
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+# run NAME PORT [--rshare] SERVER...: the client's line in $out
+run_pair() {
+	local name=$1 port=$2 pre=
+	shift 2
+	if [[ $1 == --rshare ]]; then
+		pre=--rshare
+		shift
+	fi
+	rs_bg "$name" "$NS_A" $pre "$@"
+	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$port" | grep -q . || true
+	sleep 0.3
+	out=$(RS_TIMEOUT=120 rs_exec "$NS_B" $pre "$RS_BIN/write-then-read-client" -c 4 -m 1048576 -n 3 \
+		$ADDR_A "$port" 2>"$RS_TMP/$name-client.err") || true
+}
+
+check_link() {
+	local min=$1
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n "$min" '
+		$b[0] as $B |
+		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
+		fail(($B.links[0].bytes_rx // 0) >= $n * 3 * 1048576; "B link received \($B.links[0].bytes_rx) bytes"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+}
+
+@test "large writes before reads: socat fork EXEC:cat, as on kernel TCP" {
+	local want="done conns=4 verified=4 errors=0 bytes=12582912" tcp rs
+	run_pair k-socat 7601 socat TCP-LISTEN:7601,fork,reuseaddr EXEC:cat
+	tcp=$out
+	[[ $tcp == "$want" ]] || rs_fail "kernel TCP: '$tcp' $(cat "$RS_TMP/k-socat-client.err")"
+	run_pair r-socat 7602 --rshare socat TCP-LISTEN:7602,fork,reuseaddr EXEC:cat
+	rs=$out
+	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(cat "$RS_TMP/r-socat-client.err")"
+	check_link 4
+}
+
+@test "large writes before reads: a pre-fork echo server, as on kernel TCP" {
+	local want="done conns=4 verified=4 errors=0 bytes=12582912" tcp rs
+	run_pair k-echo 7603 "$RS_BIN/echo-server" -w 2 7603
+	tcp=$out
+	[[ $tcp == "$want" ]] || rs_fail "kernel TCP: '$tcp' $(cat "$RS_TMP/k-echo-client.err")"
+	run_pair r-echo 7604 --rshare "$RS_BIN/echo-server" -w 2 7604
+	rs=$out
+	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(cat "$RS_TMP/r-echo-client.err")"
+	check_link 4
+}
