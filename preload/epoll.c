@@ -12,6 +12,9 @@
  * it or this process closes its last descriptor of the socket; when no
  * process holds the socket any more its registrations are deleted too, as
  * the kernel forgets a closed socket (ep_forget, called by core/proc).
+ * Records are per program descriptor: two descriptors of one socket in
+ * one set are two registrations, as on the kernel (the second through a
+ * private dup of the readiness descriptor).
  * Events of the program's other descriptors pass untouched.
  *
  * A listener is registered twice, its kernel listener and the hub's
@@ -23,7 +26,11 @@
 #include "preload.h"
 
 struct ep_rec {
-	int epfd, pf;
+	int epfd, fd;               /* the set, and the program's descriptor in it */
+	int kfd;                    /* what the kernel's set holds: the readiness
+				       descriptor, or (own) a private dup of it for a
+				       second descriptor of one socket in one set */
+	int own;
 	uint32_t slot, gen, events, used;
 	uint32_t rgen;              /* bumped at each reuse: in the tag */
 	uint64_t data;
@@ -41,13 +48,22 @@ static uint64_t ep_tag(int i)
 	return ep_magic | (uint64_t)(ep_recs[i].rgen & 0xfff) << EP_IDX_BITS | (uint32_t)i;
 }
 
-/* the record for (epfd, pf), or -1; under ep_lock */
-static int ep_find(int epfd, int pf, uint32_t slot)
+/* the record for (epfd, fd), or -1; under ep_lock */
+static int ep_find(int epfd, int fd, uint32_t slot)
 {
 	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1)
-		if (ep_recs[i].epfd == epfd && ep_recs[i].pf == pf)
+		if (ep_recs[i].epfd == epfd && ep_recs[i].fd == fd)
 			return i;
 	return -1;
+}
+
+/* Another descriptor of the slot's socket in the set already? */
+static int ep_in_set(int epfd, uint32_t slot)
+{
+	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1)
+		if (ep_recs[i].epfd == epfd)
+			return 1;
+	return 0;
 }
 
 static int ep_new(void)
@@ -80,6 +96,12 @@ static void ep_unlink(int i)
 			*pp = r->next;
 			break;
 		}
+	if (r->own) {
+		/* the set keys on (file, descriptor): gone only when told */
+		R(epoll_ctl)(r->epfd, EPOLL_CTL_DEL, r->kfd, NULL);
+		sys_close(r->kfd);
+		r->own = 0;
+	}
 	r->used = 0;
 	r->rgen++;
 	r->next = ep_free;
@@ -92,7 +114,7 @@ void ep_forget(uint32_t slot, int pf, int gone)
 	pthread_mutex_lock(&ep_lock);
 	while (ep_head[slot]) {
 		int i = ep_head[slot] - 1;
-		if (gone && ep_recs[i].pf == pf)
+		if (gone && ep_recs[i].kfd == pf)
 			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
 		ep_unlink(i);
 	}
@@ -119,18 +141,20 @@ static int ep_ctl_listen(int epfd, int op, int fd, struct pfd *p, struct epoll_e
 	return 0;
 }
 
-/* EPOLL_CTL_ADD of the readiness descriptor pf of p's connection under
- * a new record's tag (i: the record there is already, or -1); under ep_lock */
-static int ep_ctl_add(int epfd, int pf, const struct pfd *p, const struct epoll_event *ev, int i)
+/* EPOLL_CTL_ADD of program descriptor fd, whose socket's readiness
+ * descriptor is pf, under a new record's tag (i: the record there is
+ * already, or -1).  A second descriptor of one socket in one set gets a
+ * private dup of pf, as the kernel keeps both; under ep_lock */
+static int ep_ctl_add(int epfd, int fd, int pf, const struct pfd *p, const struct epoll_event *ev, int i)
 {
 	struct epoll_event e2;
-	int r;
+	int r, kfd = pf;
 	if (i >= 0) {
 		/* A record for this set already: live (the kernel says EEXIST),
 		 * or left by a set that was closed and whose number came back
 		 * (the kernel takes the registration: the record is renewed) */
 		e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
-		r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, pf, &e2);
+		r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, ep_recs[i].kfd, &e2);
 		if (r == 0) {
 			ep_recs[i].events = ev->events;
 			ep_recs[i].data = ev->data.u64;
@@ -141,10 +165,18 @@ static int ep_ctl_add(int epfd, int pf, const struct pfd *p, const struct epoll_
 		errno = ENOMEM;
 		return -1;
 	}
-	e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
-	r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, pf, &e2);
+	if (ep_in_set(epfd, p->slot) && (kfd = cl_hi_fd(sys_fcntl(pf, F_DUPFD_CLOEXEC, 0))) < 0) {
+		kfd = pf;
+		errno = EMFILE;
+		r = -1;
+	} else {
+		e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
+		r = R(epoll_ctl)(epfd, EPOLL_CTL_ADD, kfd, &e2);
+	}
 	if (r < 0) {
 		int e = errno;
+		if (kfd != pf)
+			sys_close(kfd);
 		ep_recs[i].next = ep_free;
 		ep_recs[i].used = 0;
 		ep_recs[i].rgen++;
@@ -152,8 +184,8 @@ static int ep_ctl_add(int epfd, int pf, const struct pfd *p, const struct epoll_
 		errno = e;
 		return r;
 	}
-	ep_recs[i] = (struct ep_rec){.epfd = epfd, .pf = pf, .slot = p->slot, .gen = p->gen,
-				     .events = ev->events, .used = 1, .data = ev->data.u64,
+	ep_recs[i] = (struct ep_rec){.epfd = epfd, .fd = fd, .kfd = kfd, .own = kfd != pf, .slot = p->slot,
+				     .gen = p->gen, .events = ev->events, .used = 1, .data = ev->data.u64,
 				     .next = ep_head[p->slot], .rgen = ep_recs[i].rgen};
 	ep_head[p->slot] = i + 1;
 	__atomic_store_n(&ep_live, ep_live + 1, __ATOMIC_RELAXED);
@@ -170,7 +202,7 @@ static int ep_ctl_mod(int epfd, int pf, struct epoll_event *ev, int i)
 		return R(epoll_ctl)(epfd, EPOLL_CTL_MOD, pf, ev);
 	}
 	e2 = (struct epoll_event){.events = ev->events, .data.u64 = ep_tag(i)};
-	r = R(epoll_ctl)(epfd, EPOLL_CTL_MOD, pf, &e2);
+	r = R(epoll_ctl)(epfd, EPOLL_CTL_MOD, ep_recs[i].kfd, &e2);
 	if (r == 0) {
 		ep_recs[i].events = ev->events;
 		ep_recs[i].data = ev->data.u64;
@@ -201,16 +233,16 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (getrandom(&m, sizeof(m), 0) == sizeof(m))
 			ep_magic = (uint64_t)(m | 0x80000000u) << 32;
 	}
-	i = ep_find(epfd, pf, p->slot);
+	i = ep_find(epfd, fd, p->slot);
 	switch (op) {
 	case EPOLL_CTL_ADD:
-		r = ep_ctl_add(epfd, pf, p, ev, i);
+		r = ep_ctl_add(epfd, fd, pf, p, ev, i);
 		break;
 	case EPOLL_CTL_MOD:
 		r = ep_ctl_mod(epfd, pf, ev, i);
 		break;
 	case EPOLL_CTL_DEL:
-		r = R(epoll_ctl)(epfd, op, pf, ev);
+		r = R(epoll_ctl)(epfd, op, i >= 0 ? ep_recs[i].kfd : pf, ev);
 		if (r == 0 && i >= 0)
 			ep_unlink(i);
 		break;
@@ -248,7 +280,7 @@ static int ep_filter(int epfd, struct epoll_event *ev, int n)
 		if (!m) {
 			if (r->events & EPOLLONESHOT) {
 				struct epoll_event e2 = {.events = r->events, .data.u64 = d};
-				R(epoll_ctl)(epfd, EPOLL_CTL_MOD, r->pf, &e2);
+				R(epoll_ctl)(epfd, EPOLL_CTL_MOD, r->kfd, &e2);
 			}
 			continue;
 		}
@@ -309,6 +341,7 @@ int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespe
 int ep_hand_over(int fd, struct pfd *p, uint32_t slot)
 {
 	int pf;
+	(void)fd; /* each record knows its own descriptor */
 	pthread_mutex_lock(&ep_lock);
 	if (!p->pending || p->slot != slot) {
 		pthread_mutex_unlock(&ep_lock);
@@ -319,8 +352,8 @@ int ep_hand_over(int fd, struct pfd *p, uint32_t slot)
 		int i = ep_head[slot] - 1;
 		struct epoll_event e = {.events = ep_recs[i].events, .data.u64 = ep_recs[i].data};
 		if (pf >= 0)
-			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
-		R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_ADD, fd, &e);
+			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, ep_recs[i].kfd, NULL);
+		R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_ADD, ep_recs[i].fd, &e);
 		ep_unlink(i);
 	}
 	/* pending 2: its kernel connect is under way, later connects are the kernel's */

@@ -18,7 +18,7 @@
 
 #include "vsock_int.h"
 
-uint8_t vs_proc_refs[ARENA_MAX_SLOTS];
+_Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS];
 _Atomic int vs_poll_fds[ARENA_MAX_SLOTS];
 void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
 
@@ -103,8 +103,17 @@ int vs_take_error(uint32_t slot)
 
 void vs_ref(uint32_t slot)
 {
-	if (vs_proc_refs[slot] < UINT8_MAX)
-		vs_proc_refs[slot]++;
+	atomic_fetch_add(&vs_proc_refs[slot], 1);
+}
+
+/* One descriptor fewer: 1 when it was this process's last (or it had
+ * none counted), whatever other threads dup and close meanwhile. */
+static int refs_drop(uint32_t slot)
+{
+	uint32_t n = atomic_load(&vs_proc_refs[slot]);
+	while (n && !atomic_compare_exchange_weak(&vs_proc_refs[slot], &n, n - 1))
+		;
+	return n <= 1;
 }
 
 static int unref(uint32_t slot, uint32_t gen, int abort)
@@ -112,7 +121,7 @@ static int unref(uint32_t slot, uint32_t gen, int abort)
 	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
 	int ret, pf;
-	if (vs_proc_refs[slot] && --vs_proc_refs[slot])
+	if (!refs_drop(slot))
 		return 0;
 	if (!atomic_load(&vs_poll_fds[slot])) {
 		/* nothing to learn from the answer: ask for none (the hub handles
@@ -143,7 +152,7 @@ int vs_unref_abort(uint32_t slot, uint32_t gen)
 
 int vs_held(uint32_t slot)
 {
-	return slot < ARENA_MAX_SLOTS && vs_proc_refs[slot];
+	return slot < ARENA_MAX_SLOTS && atomic_load(&vs_proc_refs[slot]);
 }
 
 void vs_exiting(int yes)
@@ -175,7 +184,7 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 	*evfd = efd;
 	*slot = r.slot;
 	*gen = r.gen;
-	vs_proc_refs[r.slot] = 1;
+	atomic_store(&vs_proc_refs[r.slot], 1);
 	return 0;
 }
 
@@ -204,7 +213,7 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
 		return 1; /* no hub: kernel TCP */
 	if (r.status)
 		return r.status == -EAFNOSUPPORT ? 1 : r.status;
-	vs_proc_refs[r.slot] = 1;
+	atomic_store(&vs_proc_refs[r.slot], 1);
 	*slot = r.slot;
 	*gen = r.gen;
 	return 0;
@@ -229,7 +238,7 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 		if (vs_wait_seq(as, seq) == -ECONNRESET) {
 			/* the hub died under us: kernel TCP carries this one */
 			atomic_fetch_sub(&as->waiters, 1);
-			vs_proc_refs[r.slot] = 0;
+			atomic_store(&vs_proc_refs[r.slot], 0);
 			return 1;
 		}
 	}
@@ -263,7 +272,7 @@ int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen)
 		return r.status;
 	*nslot = r.slot;
 	*ngen = r.gen;
-	vs_proc_refs[r.slot] = 1;
+	atomic_store(&vs_proc_refs[r.slot], 1);
 	return 0;
 }
 

@@ -20,7 +20,7 @@
 /* a helper of send or recv: always folded into its one caller */
 #define VS_INLINE static inline __attribute__((always_inline))
 
-extern uint8_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
+extern _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
 extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
 
 /* the pair segment each slot used last (key: the slot's generation and
