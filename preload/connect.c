@@ -13,6 +13,27 @@
 #include "preload.h"
 
 /* connect again on an rshare socket: as the kernel answers it */
+/* A blocking connect again, on a connect under way (one a signal
+ * interrupted): it waits, as the kernel's, and reports how it ended. */
+static int rs_connect_wait(int fd, struct pfd *p, const struct sockaddr *addr, socklen_t len)
+{
+	int r = vs_connect_wait(p->slot), e;
+	uint32_t st;
+	if (r < 0) {
+		errno = r == -EINTR ? EINTR : ECONNRESET;
+		return -1;
+	}
+	if (rs_settle(fd, p))
+		return R(connect)(fd, addr, len) < 0 && errno == EISCONN ? 0 : -1; /* kernel TCP now */
+	st = atomic_load(&cl_slot(p->slot)->state);
+	p->pending = 0;
+	if (st == SLOT_ESTABLISHED)
+		return 0;
+	e = vs_take_error(p->slot);
+	errno = e ? e : ECONNREFUSED;
+	return -1;
+}
+
 static int rs_connect_again(int fd, struct pfd *p, const struct sockaddr *addr, socklen_t len)
 {
 	uint32_t st;
@@ -20,6 +41,8 @@ static int rs_connect_again(int fd, struct pfd *p, const struct sockaddr *addr, 
 	if (!rs_of(fd))
 		return R(connect)(fd, addr, len); /* now a kernel socket */
 	st = atomic_load(&cl_slot(p->slot)->state);
+	if (st == SLOT_CONNECTING && !(R(fcntl)(fd, F_GETFL) & O_NONBLOCK) && p->pending)
+		return rs_connect_wait(fd, p, addr, len);
 	if (st == SLOT_CONNECTING) {
 		errno = EALREADY;
 		return -1;
@@ -91,6 +114,14 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	r = vs_connect(&dst, &local, p->rxsize, p->txsize, &p->slot, &p->gen);
 	if (r == 1)
 		return R(connect)(fd, addr, len);
+	if (r == -EINTR) {
+		/* interrupted: from now on as a nonblocking connect under way
+		 * (connect again: EALREADY; poll and SO_ERROR tell the end) */
+		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .bufset = p->bufset,
+					 .slot = p->slot, .gen = p->gen, .evfd = -1, .dst = dst});
+		errno = EINTR;
+		return -1;
+	}
 	if (r < 0) {
 		errno = -r;
 		return -1;

@@ -56,9 +56,13 @@ static inline struct arena_slot *cl_slot(uint32_t slot)
 /* vsock*.c: socket operations; return values are -errno on failure */
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
 	      int *evfd, uint32_t *slot, uint32_t *gen);
-/* 0 established, 1 fallback to kernel TCP, -errno */
+/* 0 established, 1 fallback to kernel TCP, -errno; -EINTR: a signal
+ * handler without SA_RESTART came, the connect goes on (slot, gen set) */
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
 	       uint32_t txsize, uint32_t *slot, uint32_t *gen);
+/* Wait while the slot's connect is under way: 0 when it is over, -EINTR
+ * (a handler without SA_RESTART), -ECONNRESET (the hub is gone). */
+int vs_connect_wait(uint32_t slot);
 /* the CONNECT alone (a nonblocking connect): 0 under way, 1 fallback, -errno */
 int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
 		     uint32_t txsize, uint32_t *slot, uint32_t *gen);

@@ -219,6 +219,28 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
 	return 0;
 }
 
+int vs_connect_wait(uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	int ret = 0;
+	atomic_fetch_add(&as->waiters, 1);
+	while (atomic_load(&as->state) == SLOT_CONNECTING) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		if (atomic_load(&as->state) != SLOT_CONNECTING)
+			break;
+		ret = vs_wait_seq(as, seq);
+		if (ret == -ECONNRESET)
+			break;
+		/* as connect(2): a handler without SA_RESTART ends the wait with
+		 * EINTR, and the connect goes on in the background */
+		if (ret == -EINTR && !vs_restartable())
+			break;
+		ret = 0;
+	}
+	atomic_fetch_sub(&as->waiters, 1);
+	return ret;
+}
+
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
 	       uint32_t txsize, uint32_t *slot, uint32_t *gen)
 {
@@ -228,21 +250,17 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 	if (ret)
 		return ret;
 	as = cl_slot(r.slot);
-	atomic_fetch_add(&as->waiters, 1);
-	for (;;) {
-		uint32_t seq = atomic_load(&as->wake_seq);
-		uint32_t st = atomic_load(&as->state);
-		if (st != SLOT_CONNECTING)
-			break;
-		/* connect(2) keeps going in the background on a signal; so does this */
-		if (vs_wait_seq(as, seq) == -ECONNRESET) {
-			/* the hub died under us: kernel TCP carries this one */
-			atomic_fetch_sub(&as->waiters, 1);
-			atomic_store(&vs_proc_refs[r.slot], 0);
-			return 1;
-		}
+	ret = vs_connect_wait(r.slot);
+	if (ret == -ECONNRESET) {
+		/* the hub died under us: kernel TCP carries this one */
+		atomic_store(&vs_proc_refs[r.slot], 0);
+		return 1;
 	}
-	atomic_fetch_sub(&as->waiters, 1);
+	if (ret == -EINTR) {
+		*slot = r.slot;
+		*gen = r.gen;
+		return -EINTR;
+	}
 	switch (atomic_load(&as->state)) {
 	case SLOT_ESTABLISHED:
 		*slot = r.slot;

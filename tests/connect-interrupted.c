@@ -1,0 +1,75 @@
+/*
+ * connect-interrupted - a blocking connect that a signal interrupts.
+ *
+ *   connect-interrupted -s PORT        a listener with backlog 1 that never
+ *                                      accepts (prints "ready")
+ *   connect-interrupted -c N ADDR PORT N blocking connects, each under a
+ *                                      SIGALRM 300 ms later (a handler
+ *                                      without SA_RESTART)
+ *
+ * The listener completes backlog + 1 connections; the connects after them
+ * wait (a dropped SYN on kernel TCP, the hub's queue on rshare), the
+ * signal ends them with EINTR, and a second (blocking) connect on such a
+ * socket waits on for the same connect, until the next signal.  The client prints one word a connect
+ * (and the second connect's error after an EINTR), the same on kernel TCP
+ * and on rshare.
+ */
+#include "helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+static void on_alarm(int sig) { (void)sig; }
+
+static const char *ename(int e)
+{
+	return e == EINTR ? "EINTR" : e == EALREADY ? "EALREADY" : e == EISCONN ? "EISCONN" :
+	       e == ECONNREFUSED ? "ECONNREFUSED" : e == ETIMEDOUT ? "ETIMEDOUT" : "EOTHER";
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+	if (argc == 3 && !strcmp(argv[1], "-s")) {
+		int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+		a.sin_port = htons((uint16_t)atoi(argv[2]));
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0)
+			t_die("listen: %s", strerror(errno));
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	if (argc != 5 || strcmp(argv[1], "-c") || inet_pton(AF_INET, argv[3], &a.sin_addr) != 1)
+		t_die("usage: connect-interrupted -s PORT | -c N ADDR PORT");
+	a.sin_port = htons((uint16_t)atoi(argv[4]));
+	sigaction(SIGALRM, &sa, NULL);
+	for (int i = 0, n = atoi(argv[2]); i < n; i++) {
+		struct itimerval it = {.it_value = {0, 300000}}, off = {{0, 0}, {0, 0}};
+		int fd = socket(AF_INET, SOCK_STREAM, 0), r, e;
+		setitimer(ITIMER_REAL, &it, NULL);
+		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+		e = errno;
+		setitimer(ITIMER_REAL, &off, NULL);
+		if (r == 0) {
+			printf("%sok", i ? " " : "");
+			continue;
+		}
+		printf("%s%s", i ? " " : "", ename(e));
+		if (e == EINTR) {
+			/* again: it waits on for the same connect, until the next signal */
+			setitimer(ITIMER_REAL, &it, NULL);
+			r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+			e = errno;
+			setitimer(ITIMER_REAL, &off, NULL);
+			printf("/%s", r == 0 ? "ok" : ename(e));
+		}
+	}
+	printf("\n");
+	return 0;
+}
