@@ -78,6 +78,15 @@ $(B)/rshare: $(RSHARE_CMD_OBJ) $(LIB_PROC)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # tests see every side; each links only what it calls
+# nonblocking-and-readiness: main and harness here, its peer and checks in tests/readiness/
+# (gcc -MMD writes one $(B)/tests/nonblocking-and-readiness.d, included below with
+# the other tests'; the headers are named too, as it holds the last source's)
+READINESS_SRC := tests/nonblocking-and-readiness.c $(wildcard tests/readiness/*.c)
+$(B)/tests/nonblocking-and-readiness: $(READINESS_SRC) tests/readiness/readiness.h tests/helpers.h \
+		$(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/readiness $(INC_all) $(LDFLAGS) -o $@ $(READINESS_SRC) $(B)/core/libhub.a \
+		$(B)/core/libxport.a $(LIB_PROC) $(LDLIBS)
 $(B)/tests/%: tests/%.c $(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(INC_all) $(LDFLAGS) -o $@ $< $(B)/core/libhub.a $(B)/core/libxport.a \

@@ -2,7 +2,9 @@
 # layout-check.sh - hold the tree to its layout (README.md, "Layout"):
 #   includes   every #include "x.h" under core/, preload/ and tools/ names a
 #              header by plain name, found in a folder its side may see;
-#   sizes      no .c file there over 600 lines, no function over 80.
+#   sizes      no .c file there over 600 lines, no function over 80; the
+#              same for the test programs checked so far (below), whose
+#              includes are free.
 # Prints one line per breach and exits 1 when there is any; `make test`
 # runs it (tests/layout-keeps-sides-and-sizes.bats).
 set -u
@@ -51,7 +53,8 @@ for place in core/shared core/proc core/xport core/hub preload tools; do
 done
 
 # sizes: functions are K&R style, their body's braces in column 0
-for f in core/*/*.c preload/*.c tools/*.c; do
+# (tests/*.c and tests/fuzz/*.c join once their long functions are split)
+for f in core/*/*.c preload/*.c tools/*.c tests/nonblocking-and-readiness.c tests/readiness/*.c tests/bench/*.c; do
 	[[ -e $f ]] || continue
 	n=$(wc -l <"$f")
 	((n <= 600)) || breach "$f: $n lines (at most 600)"

@@ -40,11 +40,15 @@ die() { say "$*"; exit 2; }
 
 # ---- the program: build it when it is missing or older than its source ----
 build_bench() {
-	if [[ ! -x $bench || $here/bench.c -nt $bench ]]; then
+	local src=("$here/bench.c" "$here/bench_server.c" "$here/bench_client.c") stale=0 f
+	for f in "${src[@]}" "$here/bench.h"; do
+		[[ $f -nt $bench ]] && stale=1
+	done
+	if [[ ! -x $bench || $stale == 1 ]]; then
 		if command -v "${CC:-cc}" >/dev/null; then
 			say "building $bench"
 			mkdir -p "$build/bench"
-			"${CC:-cc}" -O2 -Wall -Wextra -Werror -pthread -o "$bench" "$here/bench.c" ||
+			"${CC:-cc}" -O2 -Wall -Wextra -Werror -pthread -o "$bench" "${src[@]}" ||
 				die "cannot build $bench"
 		fi
 		[[ -x $bench ]] || die "$bench is missing and there is no compiler here: run 'make -C tests/bench' first"
