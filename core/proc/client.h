@@ -82,6 +82,7 @@ int vs_take_error(uint32_t slot);
 void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
+void vs_fork_child(void);                 /* in a new child: no call of its is under way */
 /* Readiness (vsock_poll.c; see core/hub/ready.c): the socket's readiness
  * descriptor, asked of the hub the first time (-errno on failure); the
  * socket's true readiness as POLL* bits; and, after the descriptor claimed

@@ -57,6 +57,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	vs_fork_child();
 	if (cl.attached > 0) {
 		struct msg_req q = {.op = MSG_CHILD, .pid = getpid()};
 		sys_close(cl.ctl_fd);

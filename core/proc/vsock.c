@@ -116,13 +116,49 @@ static int refs_drop(uint32_t slot)
 	return n <= 1;
 }
 
+_Atomic uint32_t vs_busy[ARENA_MAX_SLOTS];
+static uint32_t vs_gone_gen[ARENA_MAX_SLOTS];
+static uint8_t vs_gone_abort[ARENA_MAX_SLOTS];
+
+static int release(uint32_t slot, uint32_t gen, int abort);
+
+void vs_fork_child(void)
+{
+	/* the calls under way in the parent's other threads are not here */
+	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
+		atomic_store_explicit(&vs_busy[i], 0, memory_order_relaxed);
+}
+
+/* The last call on a slot released meanwhile: whoever takes GONE back
+ * does the release. */
+void vs_release_waited(uint32_t slot)
+{
+	uint32_t gone = VS_BUSY_GONE;
+	if (atomic_compare_exchange_strong(&vs_busy[slot], &gone, 0))
+		release(slot, vs_gone_gen[slot], vs_gone_abort[slot]);
+}
+
 static int unref(uint32_t slot, uint32_t gen, int abort)
+{
+	uint32_t gone = VS_BUSY_GONE;
+	if (!refs_drop(slot))
+		return 0;
+	vs_gone_gen[slot] = gen;
+	vs_gone_abort[slot] = (uint8_t)abort;
+	/* calls under way (a recv blocked in another thread): the last one
+	 * releases the socket when it ends */
+	if (atomic_fetch_or(&vs_busy[slot], VS_BUSY_GONE) & ~VS_BUSY_GONE)
+		return 1;
+	if (!atomic_compare_exchange_strong(&vs_busy[slot], &gone, 0))
+		return 1; /* a call came and went: it released it */
+	return release(slot, gen, abort);
+}
+
+static int release(uint32_t slot, uint32_t gen, int abort)
 {
 	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
 	int ret, pf;
-	if (!refs_drop(slot))
-		return 0;
 	if (!atomic_load(&vs_poll_fds[slot])) {
 		/* nothing to learn from the answer: ask for none (the hub handles
 		 * this process's requests in order, so later ones see it done) */

@@ -256,7 +256,7 @@ VS_INLINE void send_publish(struct xfer *x, uint64_t tail)
 	}
 }
 
-ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct xfer x;
 	struct arena_slot *as;
@@ -367,7 +367,7 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	return err != 0;
 }
 
-ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct xfer x;
 	struct arena_slot *as;
@@ -419,4 +419,26 @@ int vs_nread(uint32_t slot)
 	if (vring_of(slot, cl_slot(slot), 0, &v) < 0)
 		return 0;
 	return (int)vring_used(&v);
+}
+
+/* ---- the calls: each holds the socket while it runs ---- */
+
+ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t r;
+	if (vs_call_begin(slot))
+		return -EBADF;
+	r = send_call(slot, iov, iovcnt, flags);
+	vs_call_end(slot);
+	return r;
+}
+
+ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t r;
+	if (vs_call_begin(slot))
+		return -EBADF;
+	r = recv_call(slot, iov, iovcnt, flags);
+	vs_call_end(slot);
+	return r;
 }

@@ -23,6 +23,33 @@
 extern _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
 extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
 
+/* Per slot: this process's send and recv calls in progress, and at
+ * VS_BUSY_GONE a release (the last descriptor closed) that waits for them.
+ * The kernel keeps a socket while a call on it runs, whatever another
+ * thread closes: so does this, and the slot cannot be given to another
+ * socket under a blocked recv. */
+#define VS_BUSY_GONE (1u << 31)
+extern _Atomic uint32_t vs_busy[ARENA_MAX_SLOTS] VS_HIDDEN;
+void vs_release_waited(uint32_t slot) VS_HIDDEN;
+
+/* A call on the slot begins: 0, or -EBADF when it was released meanwhile. */
+static inline int vs_call_begin(uint32_t slot)
+{
+	if (__builtin_expect(atomic_fetch_add(&vs_busy[slot], 1) & VS_BUSY_GONE, 0)) {
+		if (atomic_fetch_sub(&vs_busy[slot], 1) - 1 == VS_BUSY_GONE)
+			vs_release_waited(slot);
+		return -EBADF;
+	}
+	return 0;
+}
+
+/* ... and ends; the last call of a released slot releases it. */
+static inline void vs_call_end(uint32_t slot)
+{
+	if (__builtin_expect(atomic_fetch_sub(&vs_busy[slot], 1) - 1 == VS_BUSY_GONE, 0))
+		vs_release_waited(slot);
+}
+
 /* the pair segment each slot used last (key: the slot's generation and
  * the segment's id); vs_pair_map maps one (vsock.c) */
 struct vs_lmap_ent {

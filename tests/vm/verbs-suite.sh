@@ -208,6 +208,45 @@ echo "# epoll workers over verbs: $ept"
 check "32 epoll EXCLUSIVE workers over verbs: 128 connections verified ($epv of 4 clients), each accepted once" \
 	bash -c "[ $epv -eq 4 ] && [[ '$ept' == 'total workers=32 reported=32 accepted=128 closed=128 errors=0 open=0 '* ]]"
 
+# 2e. Programs that work on kernel TCP do the same over verbs: each runs
+# once plainly (kernel TCP between the two addresses: the reference) and
+# once with the server on hub A and the client on hub B.
+same() { # DESC PORT_K PORT_R SERVER_ARGS -- CLIENT_ARGS (PORT stands for the port): outputs equal
+	local d=$1 pk=$2 pr=$3 srv=() cli=() k r sp
+	shift 3
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	"${srv[@]//PORT/$pk}" >"$T/s-$pk.out" 2>&1 &
+	sp=$!; pids+=($sp)
+	sleep 0.5
+	k=$(timeout 120 "${cli[@]//PORT/$pk}" 2>&1)
+	kill -KILL "$sp" 2>/dev/null
+	RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 300 "$B/rshare" run -- "${srv[@]//PORT/$pr}" >"$T/s-$pr.out" 2>&1 &
+	sp=$!; pids+=($sp)
+	sleep 1
+	r=$(on hubB "${cli[@]//PORT/$pr}" 2>&1)
+	kill -KILL "$sp" 2>/dev/null
+	pkill -KILL -f "$B/tests/echo-server -w 2 $pr" 2>/dev/null
+	echo "# $d: kernel TCP '$k', verbs '$r'"
+	check "$d: as on kernel TCP" test -n "$k" -a "$k" = "$r"
+}
+same "server speaks first, 50 nonblocking clients" 7501 7502 \
+	"$B/tests/server-speaks-first" -s -w 2 PORT -- "$B/tests/server-speaks-first" -c 50 "$A_ADDR" PORT
+same "1 MiB written before each read, 2 connections x 2 rounds" 7503 7504 \
+	"$B/tests/echo-server" -w 2 PORT -- "$B/tests/write-then-read-client" -c 2 -m 1048576 -n 2 "$A_ADDR" PORT
+same "600 descriptors of one socket, two in one epoll set" 7505 7506 \
+	"$B/tests/echo-server" -w 1 PORT -- "$B/tests/dup-many-descriptors" -n 600 "$A_ADDR" PORT
+same "a blocking connect interrupted by a signal" 7507 7508 \
+	"$B/tests/connect-interrupted" -s PORT -- "$B/tests/connect-interrupted" -c 4 "$A_ADDR" PORT
+port=7510
+for seed in 1 2 3 4 6; do
+	port=$((port + 2))
+	same "differential program, seed $seed" $port $((port + 1)) \
+		"$B/tests/diff-stream" -s $seed PORT -- \
+		bash -c "{ '$B/tests/diff-stream' -c $seed '$A_ADDR' PORT; sleep 3; grep -v '^ready' '$T/s-PORT.out'; } | sort"
+done
+
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.

@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# A thread blocked in recv on a socket that another thread closes, while
+# a new connection may take the socket's place (tests/close-under-blocked-
+# recv.c): the kernel keeps a socket while a call on it runs, so the
+# blocked recv still gets the old connection's bytes and the new one its
+# own.  Over rshare the close released the slot under the blocked recv
+# (which then hung, or read the new connection's ring); a call now holds
+# its socket, and the release waits for the last call to end.  Run on
+# kernel TCP and over rshare, across nodes and within one node.
+
+load lib
+
+setup() {
+	rs_require close-under-blocked-recv
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+run_both() { # CLIENT_NS PORT: the rshare run's line equals kernel TCP's
+	local cns=$1 port=$2 tcp rs
+	rs_bg k-srv-$port "$NS_A" "$RS_BIN/close-under-blocked-recv" -s $port
+	rs_wait_ready k-srv-$port
+	tcp=$(rs_exec "$cns" "$RS_BIN/close-under-blocked-recv" -c $ADDR_A $port) || true
+	[[ $tcp == "blocked=old! new=new!" ]] || rs_fail "kernel TCP: '$tcp'"
+	rs_bg r-srv-$port "$NS_A" --rshare "$RS_BIN/close-under-blocked-recv" -s $((port + 1))
+	rs_wait_ready r-srv-$port
+	RS_TIMEOUT=20 rs=$(rs_exec "$cns" --rshare "$RS_BIN/close-under-blocked-recv" -c $ADDR_A $((port + 1))) || true
+	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+}
+
+@test "close under a blocked recv, across nodes: the socket lives until the call ends, as on kernel TCP" {
+	run_both "$NS_B" 7671
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '
+		$b[0] as $B | fail(($B.links[0].connections_total // 0) >= 2; "B link carried \($B.links[0].connections_total) connections")'
+}
+
+@test "close under a blocked recv, within one node: the socket lives until the call ends, as on kernel TCP" {
+	run_both "$NS_A" 7673
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare run took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A | fail($A.counters.local_connects >= 2; "local_connects \($A.counters.local_connects)")'
+}
