@@ -84,6 +84,43 @@ static void ring_size_cases(void)
 	}
 }
 
+/* release everything, then every block is reusable again */
+static void reuse_all(struct arena_alloc *a, struct blk *b, int n, uint64_t data_off, uint64_t end)
+{
+	for (int i = 0; i < n; i++)
+		arena_release(a, b[i].off, b[i].size);
+	CHECK_EQ(arena_in_use(a), 0);
+	uint64_t sum2 = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t off = arena_alloc(a, b[i].size);
+		CHECK(off != 0);
+		b[i].off = off;
+		sum2 += b[i].size;
+	}
+	CHECK_EQ(arena_in_use(a), sum2);
+	no_overlap(b, n, data_off, end);
+
+	/* releases of nothing change nothing */
+	arena_release(a, 0, ARENA_MIN_RING);
+	arena_release(a, b[0].off, 3 * ARENA_MIN_RING);
+	CHECK_EQ(arena_in_use(a), sum2);
+}
+
+/* only 4 MiB blocks: exactly as many as fit after alignment */
+static void max_ring_only(uint64_t data_off, uint64_t end)
+{
+	struct arena_alloc *a = arena_alloc_new(data_off, end);
+	CHECK(a);
+	uint64_t first = (data_off + ARENA_MAX_RING - 1) & ~((uint64_t)ARENA_MAX_RING - 1);
+	uint64_t want = (end - first) / ARENA_MAX_RING, got = 0;
+	while (arena_alloc(a, ARENA_MAX_RING))
+		got++;
+	CHECK_EQ(got, want);
+	CHECK_EQ(arena_in_use(a), want * ARENA_MAX_RING);
+	arena_alloc_free_all(a);
+	arena_alloc_free_all(NULL);
+}
+
 static void alloc_cases(void)
 {
 	/* bookkeeping only: the allocator never touches the arena */
@@ -137,37 +174,9 @@ static void alloc_cases(void)
 	CHECK_EQ(again, b[k].off);
 	CHECK_EQ(arena_in_use(a), sum);
 
-	/* release everything, then every block is reusable again */
-	for (int i = 0; i < n; i++)
-		arena_release(a, b[i].off, b[i].size);
-	CHECK_EQ(arena_in_use(a), 0);
-	uint64_t sum2 = 0;
-	for (int i = 0; i < n; i++) {
-		uint64_t off = arena_alloc(a, b[i].size);
-		CHECK(off != 0);
-		b[i].off = off;
-		sum2 += b[i].size;
-	}
-	CHECK_EQ(arena_in_use(a), sum2);
-	no_overlap(b, n, data_off, end);
-
-	/* releases of nothing change nothing */
-	arena_release(a, 0, ARENA_MIN_RING);
-	arena_release(a, b[0].off, 3 * ARENA_MIN_RING);
-	CHECK_EQ(arena_in_use(a), sum2);
+	reuse_all(a, b, n, data_off, end);
 	arena_alloc_free_all(a);
-
-	/* only 4 MiB blocks: exactly as many as fit after alignment */
-	a = arena_alloc_new(data_off, end);
-	CHECK(a);
-	uint64_t first = (data_off + ARENA_MAX_RING - 1) & ~((uint64_t)ARENA_MAX_RING - 1);
-	uint64_t want = (end - first) / ARENA_MAX_RING, got = 0;
-	while (arena_alloc(a, ARENA_MAX_RING))
-		got++;
-	CHECK_EQ(got, want);
-	CHECK_EQ(arena_in_use(a), want * ARENA_MAX_RING);
-	arena_alloc_free_all(a);
-	arena_alloc_free_all(NULL);
+	max_ring_only(data_off, end);
 }
 
 int main(void)

@@ -155,6 +155,73 @@ static uint32_t wait_accept(uint32_t mysrc, double secs)
 	}
 }
 
+/* the link to the hub at HOST:HUBPORT, into fd; *a: the hub's address */
+static void dial_hub(struct sockaddr_in *a, const char *host, int hubport)
+{
+	*a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)hubport)};
+	if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		t_die("bad-peer: %s: not an IPv4 address", host);
+
+	signal(SIGPIPE, SIG_IGN);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)a, sizeof(*a)) < 0)
+		t_die("bad-peer: connect %s:%d: %s", host, hubport, strerror(errno));
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* "window": CONNECT to PORT, wait for the ACCEPT, write outside the window */
+static void send_window(const struct sockaddr_in *a, int port)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT, .port = (uint16_t)port, .src = 7 << 12 | 1,
+			     .ring = 65536, .src_port = 40000};
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	uint8_t pay[100];
+	if (!port)
+		t_die("bad-peer: window needs -p PORT");
+	getsockname(fd, (struct sockaddr *)&me, &ml);
+	c.family = AF_INET;
+	memcpy(c.addr_a, &a->sin_addr, 4);
+	memcpy(c.addr_b, &me.sin_addr, 4);
+	hello(WIRE_MAGIC, WIRE_VERSION);
+	ctl(&c);
+	uint32_t peer = wait_accept(c.src, 10);
+	printf("accepted by socket imm 0x%x\n", peer);
+	memset(pay, 0xee, sizeof(pay));
+	/* far beyond any credit the hub gave */
+	frame(FR_WRITE_IMM, sizeof(pay), peer, 1ull << 40, pay, sizeof(pay));
+}
+
+/* "garbage" and (with_hello) "hgarbage": 4 KiB of the stream of SEED */
+static void send_garbage(int with_hello, uint64_t seed)
+{
+	uint8_t g[4096];
+	uint64_t s = seed;
+	for (size_t i = 0; i < sizeof(g); i += 8) {
+		uint64_t v = t_splitmix(&s);
+		memcpy(g + i, &v, 8);
+	}
+	if (with_hello)
+		hello(WIRE_MAGIC, WIRE_VERSION);
+	put(g, sizeof(g));
+}
+
+/* after "sent CASE": how the hub ended the link, as main's exit status */
+static int await_close(const char *cs)
+{
+	switch (read_until_closed(10)) {
+	case 0:
+		printf("closed eof\n");
+		return 0;
+	case 1:
+		printf("closed reset\n");
+		return 0;
+	}
+	fprintf(stderr, "bad-peer: %s: the hub kept the link open for 10 s\n", cs);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	uint32_t imm = 0;
@@ -172,16 +239,8 @@ int main(int argc, char **argv)
 		goto usage;
 	const char *cs = argv[optind], *host = argv[optind + 1];
 	int hubport = argc - optind == 3 ? atoi(argv[optind + 2]) : 18515;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hubport)};
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		t_die("bad-peer: %s: not an IPv4 address", host);
-
-	signal(SIGPIPE, SIG_IGN);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		t_die("bad-peer: connect %s:%d: %s", host, hubport, strerror(errno));
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct sockaddr_in a;
+	dial_hub(&a, host, hubport);
 
 	if (!strcmp(cs, "magic")) {
 		hello(0xdeadbeef, WIRE_VERSION);
@@ -216,34 +275,9 @@ int main(int argc, char **argv)
 		/* ring position 0: the socket's link is what is wrong */
 		frame(FR_WRITE_IMM, sizeof(pay), imm, 0, pay, sizeof(pay));
 	} else if (!strcmp(cs, "window")) {
-		struct wire_ctl c = {.op = CTL_CONNECT, .port = (uint16_t)port, .src = 7 << 12 | 1,
-				     .ring = 65536, .src_port = 40000};
-		struct sockaddr_in me;
-		socklen_t ml = sizeof(me);
-		uint8_t pay[100];
-		if (!port)
-			t_die("bad-peer: window needs -p PORT");
-		getsockname(fd, (struct sockaddr *)&me, &ml);
-		c.family = AF_INET;
-		memcpy(c.addr_a, &a.sin_addr, 4);
-		memcpy(c.addr_b, &me.sin_addr, 4);
-		hello(WIRE_MAGIC, WIRE_VERSION);
-		ctl(&c);
-		uint32_t peer = wait_accept(c.src, 10);
-		printf("accepted by socket imm 0x%x\n", peer);
-		memset(pay, 0xee, sizeof(pay));
-		/* far beyond any credit the hub gave */
-		frame(FR_WRITE_IMM, sizeof(pay), peer, 1ull << 40, pay, sizeof(pay));
+		send_window(&a, port);
 	} else if (!strcmp(cs, "garbage") || !strcmp(cs, "hgarbage")) {
-		uint8_t g[4096];
-		uint64_t s = seed;
-		for (size_t i = 0; i < sizeof(g); i += 8) {
-			uint64_t v = t_splitmix(&s);
-			memcpy(g + i, &v, 8);
-		}
-		if (cs[0] == 'h')
-			hello(WIRE_MAGIC, WIRE_VERSION);
-		put(g, sizeof(g));
+		send_garbage(cs[0] == 'h', seed);
 	} else if (!strcmp(cs, "good")) {
 		hello(WIRE_MAGIC, WIRE_VERSION);
 		printf("sent %s\n", cs);
@@ -257,16 +291,7 @@ int main(int argc, char **argv)
 	}
 	printf("sent %s\n", cs);
 	fflush(stdout);
-	switch (read_until_closed(10)) {
-	case 0:
-		printf("closed eof\n");
-		return 0;
-	case 1:
-		printf("closed reset\n");
-		return 0;
-	}
-	fprintf(stderr, "bad-peer: %s: the hub kept the link open for 10 s\n", cs);
-	return 1;
+	return await_close(cs);
 usage:
 	fprintf(stderr, "usage: bad-peer [-i IMM] [-p PORT] [-s SEED] CASE HOST [HUBPORT]\n");
 	return 2;

@@ -74,15 +74,9 @@ static void choose(const struct cfg *c, int op, const char *prog, const char *ip
 	      want ? "rshare" : "tcp", want_line);
 }
 
-int main(void)
+static void value_cases(void)
 {
-	static struct cfg c;
-	char err[2048];
-	int fd = mkstemp(path);
 	uint32_t sz;
-	if (fd < 0)
-		return 1;
-	close(fd);
 
 	/* values */
 	CHECK(cfg_parse_size("64K", &sz) == 0 && sz == 65536, "64K");
@@ -92,7 +86,10 @@ int main(void)
 	CHECK(cfg_parse_size("8M", &sz) < 0, "8M");
 	CHECK(cfg_parse_size("-4K", &sz) < 0 && cfg_parse_size("4X", &sz) < 0 && cfg_parse_size("", &sz) < 0,
 	      "junk sizes");
+}
 
+static void good_file_cases(struct cfg *c, char *err, size_t errlen)
+{
 	/* a good file */
 	CHECK(load("# comment\n\n  transport soft  # trailing\nport=19000\nlog = debug\nrcvbuf 64K\n"
 		   "sndbuf\t1M\nhub /opt/rshared\n"
@@ -102,31 +99,31 @@ int main(void)
 		   "use tcp both * [fd00::]/8:80\n"
 		   "use tcp connect cli?nt 192.168.0.0/16:22\n"
 		   "use tcp connect * 127.0.0.1:7000",
-		   &c, err, sizeof(err)) == 0,
+		   c, err, errlen) == 0,
 	      "good file: %s", err);
-	CHECK(!strcmp(c.transport, "soft") && c.port == 19000 && c.log == LOG_LVL_DEBUG && c.rcvbuf == 65536 &&
-		      c.sndbuf == 1048576 && !strcmp(c.hub, "/opt/rshared") && c.nrules == 6,
-	      "values %s %d %d %u %u %s %u", c.transport, c.port, c.log, c.rcvbuf, c.sndbuf, c.hub, c.nrules);
-	choose(&c, CFG_LISTEN, "srv", "0.0.0.0", 5003, CFG_TCP, 9);
-	choose(&c, CFG_LISTEN, "srv", "0.0.0.0", 5010, CFG_RSHARE, 0);
-	choose(&c, CFG_CONNECT, "srv", "10.9.9.9", 5003, CFG_RSHARE, 0);     /* listen rule only */
-	choose(&c, CFG_CONNECT, "dbclient", "10.1.2.3", 1, CFG_TCP, 10);     /* first match wins */
-	choose(&c, CFG_CONNECT, "web", "10.1.2.3", 1, CFG_RSHARE, 11);
-	choose(&c, CFG_CONNECT, "web", "10.1.2.4", 1, CFG_RSHARE, 0);
-	choose(&c, CFG_CONNECT, "dbclient", "10.2.0.1", 1, CFG_RSHARE, 0);
-	choose(&c, CFG_CONNECT, "x", "fd12::1", 80, CFG_TCP, 12);
-	choose(&c, CFG_LISTEN, "x", "fd12::1", 80, CFG_TCP, 12);
-	choose(&c, CFG_CONNECT, "x", "fe80::1", 80, CFG_RSHARE, 0);
-	choose(&c, CFG_CONNECT, "client", "192.168.7.7", 22, CFG_TCP, 13);
-	choose(&c, CFG_CONNECT, "clients", "192.168.7.7", 22, CFG_RSHARE, 0);
-	choose(&c, CFG_CONNECT, "x", "::ffff:127.0.0.1", 7000, CFG_TCP, 14); /* IPv4-mapped */
-	choose(&c, CFG_CONNECT, "x", "127.0.0.1", 7001, CFG_RSHARE, 0);
+	CHECK(!strcmp(c->transport, "soft") && c->port == 19000 && c->log == LOG_LVL_DEBUG &&
+		      c->rcvbuf == 65536 && c->sndbuf == 1048576 && !strcmp(c->hub, "/opt/rshared") &&
+		      c->nrules == 6,
+	      "values %s %d %d %u %u %s %u", c->transport, c->port, c->log, c->rcvbuf, c->sndbuf, c->hub,
+	      c->nrules);
+	choose(c, CFG_LISTEN, "srv", "0.0.0.0", 5003, CFG_TCP, 9);
+	choose(c, CFG_LISTEN, "srv", "0.0.0.0", 5010, CFG_RSHARE, 0);
+	choose(c, CFG_CONNECT, "srv", "10.9.9.9", 5003, CFG_RSHARE, 0);     /* listen rule only */
+	choose(c, CFG_CONNECT, "dbclient", "10.1.2.3", 1, CFG_TCP, 10);     /* first match wins */
+	choose(c, CFG_CONNECT, "web", "10.1.2.3", 1, CFG_RSHARE, 11);
+	choose(c, CFG_CONNECT, "web", "10.1.2.4", 1, CFG_RSHARE, 0);
+	choose(c, CFG_CONNECT, "dbclient", "10.2.0.1", 1, CFG_RSHARE, 0);
+	choose(c, CFG_CONNECT, "x", "fd12::1", 80, CFG_TCP, 12);
+	choose(c, CFG_LISTEN, "x", "fd12::1", 80, CFG_TCP, 12);
+	choose(c, CFG_CONNECT, "x", "fe80::1", 80, CFG_RSHARE, 0);
+	choose(c, CFG_CONNECT, "client", "192.168.7.7", 22, CFG_TCP, 13);
+	choose(c, CFG_CONNECT, "clients", "192.168.7.7", 22, CFG_RSHARE, 0);
+	choose(c, CFG_CONNECT, "x", "::ffff:127.0.0.1", 7000, CFG_TCP, 14); /* IPv4-mapped */
+	choose(c, CFG_CONNECT, "x", "127.0.0.1", 7001, CFG_RSHARE, 0);
+}
 
-	/* no file named by the default path is fine; a named one must exist */
-	CHECK(cfg_load("/nonexistent/rshare.conf", &c, err, sizeof(err)) == -1 &&
-		      !strcmp(err, "/nonexistent/rshare.conf: no such file"),
-	      "missing file: %s", err);
-
+static void error_cases(void)
+{
 	/* errors name the line */
 	bad("port 1\n\n# x\ntrasport soft\n", "4: unknown key 'trasport'");
 	bad("port 0\n", "1: port: '0' is not a port (1-65535)");
@@ -167,17 +164,41 @@ int main(void)
 			n += sprintf(many + n, "use tcp both * *:%d\n", 1000 + i);
 		bad(many, "65: too many rules (at most 64)");
 	}
+}
 
+static void env_cases(struct cfg *c, char *err, size_t errlen)
+{
 	/* the environment overrides the file */
-	CHECK(load("rcvbuf 64K\nport 1000\n", &c, err, sizeof(err)) == 0, "%s", err);
+	CHECK(load("rcvbuf 64K\nport 1000\n", c, err, errlen) == 0, "%s", err);
 	setenv("RSHARE_RCVBUF", "16K", 1);
 	setenv("RSHARE_PORT", "", 1); /* empty: unset */
-	CHECK(cfg_env(&c, err, sizeof(err)) == 0 && c.rcvbuf == 16384 && c.port == 1000, "env: %u %d",
-	      c.rcvbuf, c.port);
+	CHECK(cfg_env(c, err, errlen) == 0 && c->rcvbuf == 16384 && c->port == 1000, "env: %u %d",
+	      c->rcvbuf, c->port);
 	setenv("RSHARE_LOG", "chatty", 1);
-	CHECK(cfg_env(&c, err, sizeof(err)) == -1 &&
+	CHECK(cfg_env(c, err, errlen) == -1 &&
 		      !strcmp(err, "RSHARE_LOG: 'chatty' is not error, warn, info or debug"),
 	      "bad env: %s", err);
+}
+
+int main(void)
+{
+	static struct cfg c;
+	char err[2048];
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return 1;
+	close(fd);
+
+	value_cases();
+	good_file_cases(&c, err, sizeof(err));
+
+	/* no file named by the default path is fine; a named one must exist */
+	CHECK(cfg_load("/nonexistent/rshare.conf", &c, err, sizeof(err)) == -1 &&
+		      !strcmp(err, "/nonexistent/rshare.conf: no such file"),
+	      "missing file: %s", err);
+
+	error_cases();
+	env_cases(&c, err, sizeof(err));
 
 	unlink(path);
 	if (failures)

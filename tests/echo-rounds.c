@@ -23,6 +23,50 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+/* round K > 0 starts when GO.K exists (at most 120 s) */
+static void wait_go(const char *go, int r)
+{
+	char path[4096];
+	struct stat st;
+	int waited = 0;
+	snprintf(path, sizeof(path), "%s.%d", go, r);
+	while (stat(path, &st) < 0) {
+		if (waited++ > 120 * 20)
+			t_die("echo-rounds: %s never appeared", path);
+		usleep(50000);
+	}
+}
+
+/* one message of SIZE bytes at stream position POS out on FD and its echo checked */
+static void echo_one(int fd, int r, int i, uint64_t seed, uint64_t pos, size_t size, uint8_t *buf,
+		     uint8_t *back)
+{
+	t_stream_fill(seed, pos, buf, size);
+	if (t_write_full(fd, buf, size) < 0)
+		t_die("echo-rounds: round %d connection %d: write: %s", r, i, strerror(errno));
+	ssize_t n = t_read_full(fd, back, size);
+	if (n < 0)
+		t_die("echo-rounds: round %d connection %d: read: %s", r, i, strerror(errno));
+	if ((size_t)n != size)
+		t_die("echo-rounds: round %d connection %d: EOF after %zd of %zu bytes", r, i, n, size);
+	long long bad = t_stream_check(seed, pos, back, size);
+	if (bad >= 0)
+		t_die("echo-rounds: round %d connection %d: mismatch at stream byte %llu", r, i,
+		      (unsigned long long)(pos + (uint64_t)bad));
+}
+
+/* our FIN, then EOF right after the last echoed byte */
+static void end_conn(int fd, int i)
+{
+	char c;
+	if (shutdown(fd, SHUT_WR) < 0)
+		t_die("echo-rounds: connection %d: shutdown: %s", i, strerror(errno));
+	ssize_t n = read(fd, &c, 1);
+	if (n != 0)
+		t_die("echo-rounds: connection %d: %s at end", i, n < 0 ? strerror(errno) : "extra byte");
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	int nconns = 1, rounds = 2, quiet = 0, opt;
@@ -58,33 +102,12 @@ int main(int argc, char **argv)
 	uint64_t rng = base_seed ^ 0x5eed;
 	for (int r = 0; r < rounds; r++) {
 		uint64_t bytes = 0;
-		if (r > 0 && go) {
-			char path[4096];
-			struct stat st;
-			int waited = 0;
-			snprintf(path, sizeof(path), "%s.%d", go, r);
-			while (stat(path, &st) < 0) {
-				if (waited++ > 120 * 20)
-					t_die("echo-rounds: %s never appeared", path);
-				usleep(50000);
-			}
-		}
+		if (r > 0 && go)
+			wait_go(go, r);
 		for (int i = 0; i < nconns; i++) {
 			uint64_t seed = base_seed * 1000003u + (uint64_t)i;
 			size_t size = 1 + t_splitmix(&rng) % maxsize;
-			t_stream_fill(seed, pos[i], buf, size);
-			if (t_write_full(fds[i], buf, size) < 0)
-				t_die("echo-rounds: round %d connection %d: write: %s", r, i, strerror(errno));
-			ssize_t n = t_read_full(fds[i], back, size);
-			if (n < 0)
-				t_die("echo-rounds: round %d connection %d: read: %s", r, i, strerror(errno));
-			if ((size_t)n != size)
-				t_die("echo-rounds: round %d connection %d: EOF after %zd of %zu bytes", r, i,
-				      n, size);
-			long long bad = t_stream_check(seed, pos[i], back, size);
-			if (bad >= 0)
-				t_die("echo-rounds: round %d connection %d: mismatch at stream byte %llu", r, i,
-				      (unsigned long long)(pos[i] + (uint64_t)bad));
+			echo_one(fds[i], r, i, seed, pos[i], size, buf, back);
 			pos[i] += size;
 			bytes += size;
 		}
@@ -93,15 +116,8 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	for (int i = 0; i < nconns; i++) {
-		char c;
-		if (shutdown(fds[i], SHUT_WR) < 0)
-			t_die("echo-rounds: connection %d: shutdown: %s", i, strerror(errno));
-		ssize_t n = read(fds[i], &c, 1);
-		if (n != 0)
-			t_die("echo-rounds: connection %d: %s at end", i, n < 0 ? strerror(errno) : "extra byte");
-		close(fds[i]);
-	}
+	for (int i = 0; i < nconns; i++)
+		end_conn(fds[i], i);
 	printf("done\n");
 	return 0;
 usage:

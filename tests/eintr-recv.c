@@ -95,6 +95,78 @@ static int server(int port)
 	return 0;
 }
 
+/* SIGALRM's handler, without SA_RESTART or (RESTART) with it and the poker */
+static void install_alarm(int restart)
+{
+	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		t_die("eintr-recv: sigaction: %s", strerror(errno));
+	if (restart) {
+		sigset_t s, old;
+		pthread_t t;
+		sigemptyset(&s);
+		sigaddset(&s, SIGALRM);
+		pthread_sigmask(SIG_BLOCK, &s, &old);
+		if (pthread_create(&t, NULL, poker, NULL))
+			t_die("eintr-recv: pthread_create failed");
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_detach(t);
+	}
+}
+
+/* an ITIMER_REAL of MS milliseconds, or alarm(1) */
+static void arm_alarm(int ms)
+{
+	if (ms > 0) {
+		struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000}};
+		if (setitimer(ITIMER_REAL, &it, NULL) < 0)
+			t_die("eintr-recv: setitimer: %s", strerror(errno));
+	} else {
+		alarm(1);
+	}
+}
+
+/* the stream from GOT to NBYTES, checked; returns the bytes received in all */
+static uint64_t read_rest(uint64_t got, uint64_t nbytes, uint8_t *buf, size_t bufsz)
+{
+	while (got < nbytes) {
+		size_t want = nbytes - got < bufsz ? nbytes - got : bufsz;
+		ssize_t r = recv(cfd, buf, want, 0);
+		if (r < 0 && errno == EINTR)
+			t_die("eintr-recv: a second EINTR with no alarm armed");
+		if (r <= 0)
+			t_die("eintr-recv: recv after %llu bytes: %s", (unsigned long long)got,
+			      r ? strerror(errno) : "EOF");
+		long long bad = t_stream_check(42, got, buf, (size_t)r);
+		if (bad >= 0)
+			t_die("eintr-recv: mismatch at byte %llu", (unsigned long long)(got + (uint64_t)bad));
+		got += (uint64_t)r;
+	}
+	return got;
+}
+
+/* wait for HOLD (if any), then our FIN and the server's EOF */
+static void finish(const char *hold, uint8_t *buf)
+{
+	ssize_t r;
+	if (hold) {
+		struct stat st;
+		int waited = 0;
+		while (stat(hold, &st) < 0) {
+			if (waited++ > 120 * 20)
+				t_die("eintr-recv: %s never appeared", hold);
+			usleep(50000);
+		}
+	}
+	if (shutdown(cfd, SHUT_WR) < 0)
+		t_die("eintr-recv: shutdown: %s", strerror(errno));
+	r = recv(cfd, buf, 1, 0);
+	if (r != 0)
+		t_die("eintr-recv: %s at end", r < 0 ? strerror(errno) : "extra byte");
+	close(cfd);
+}
+
 static int client(int argc, char **argv)
 {
 	int restart = 0, opt, ms = 0;
@@ -120,29 +192,9 @@ static int client(int argc, char **argv)
 	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		t_die("eintr-recv: connect: %s", strerror(errno));
 
-	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, NULL) < 0)
-		t_die("eintr-recv: sigaction: %s", strerror(errno));
-	if (restart) {
-		sigset_t s, old;
-		pthread_t t;
-		sigemptyset(&s);
-		sigaddset(&s, SIGALRM);
-		pthread_sigmask(SIG_BLOCK, &s, &old);
-		if (pthread_create(&t, NULL, poker, NULL))
-			t_die("eintr-recv: pthread_create failed");
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_detach(t);
-	}
+	install_alarm(restart);
 	double t0 = now();
-	if (ms > 0) {
-		struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000}};
-		if (setitimer(ITIMER_REAL, &it, NULL) < 0)
-			t_die("eintr-recv: setitimer: %s", strerror(errno));
-	} else {
-		alarm(1);
-	}
+	arm_alarm(ms);
 	ssize_t r = recv(cfd, buf, sizeof(buf), 0);
 	int e = errno;
 	double dt = now() - t0;
@@ -164,36 +216,10 @@ static int client(int argc, char **argv)
 	fflush(stdout);
 	if (!restart && send(cfd, "g", 1, MSG_NOSIGNAL) != 1)
 		t_die("eintr-recv: send: %s", strerror(errno));
-	while (got < nbytes) {
-		size_t want = nbytes - got < sizeof(buf) ? nbytes - got : sizeof(buf);
-		r = recv(cfd, buf, want, 0);
-		if (r < 0 && errno == EINTR)
-			t_die("eintr-recv: a second EINTR with no alarm armed");
-		if (r <= 0)
-			t_die("eintr-recv: recv after %llu bytes: %s", (unsigned long long)got,
-			      r ? strerror(errno) : "EOF");
-		long long bad = t_stream_check(42, got, buf, (size_t)r);
-		if (bad >= 0)
-			t_die("eintr-recv: mismatch at byte %llu", (unsigned long long)(got + (uint64_t)bad));
-		got += (uint64_t)r;
-	}
+	got = read_rest(got, nbytes, buf, sizeof(buf));
 	printf("received %llu verified\n", (unsigned long long)got);
 	fflush(stdout);
-	if (hold) {
-		struct stat st;
-		int waited = 0;
-		while (stat(hold, &st) < 0) {
-			if (waited++ > 120 * 20)
-				t_die("eintr-recv: %s never appeared", hold);
-			usleep(50000);
-		}
-	}
-	if (shutdown(cfd, SHUT_WR) < 0)
-		t_die("eintr-recv: shutdown: %s", strerror(errno));
-	r = recv(cfd, buf, 1, 0);
-	if (r != 0)
-		t_die("eintr-recv: %s at end", r < 0 ? strerror(errno) : "extra byte");
-	close(cfd);
+	finish(hold, buf);
 	return 0;
 }
 

@@ -264,6 +264,96 @@ static void worker(sigset_t *waitmask)
 	_exit(0);
 }
 
+/* a worker may hold many connections */
+static void alloc_conns(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	nconns_max = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+	conns = calloc((size_t)nconns_max, sizeof(*conns));
+	if (!conns)
+		t_die("epoll-exclusive-workers: out of memory");
+}
+
+/* the shared nonblocking listener on 0.0.0.0:PORT, into lfd */
+static void open_listener(int port)
+{
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (lfd < 0)
+		t_die("epoll-exclusive-workers: socket: %s", strerror(errno));
+	int one = 1;
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_ANY)};
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		t_die("epoll-exclusive-workers: bind port %d: %s", port, strerror(errno));
+	if (listen(lfd, 4096) < 0)
+		t_die("epoll-exclusive-workers: listen: %s", strerror(errno));
+}
+
+/* wait for SIGTERM; a worker that ends before it fails the run (returns 1) */
+static int wait_term(const sigset_t *term, pid_t *pids, int workers)
+{
+	int fail = 0;
+	for (;;) {
+		int sig = sigwaitinfo(term, NULL), st;
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		pid_t p;
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			fprintf(stderr, "epoll-exclusive-workers: worker %d ended early (status 0x%x)\n", p, st);
+			for (int i = 0; i < workers; i++)
+				if (pids[i] == p)
+					pids[i] = 0;
+			fail = 1;
+		}
+	}
+	return fail;
+}
+
+/* SIGTERM to every worker left, and reap them; 1 when one did not exit 0 */
+static int end_workers(const pid_t *pids, int workers)
+{
+	int fail = 0;
+	for (int i = 0; i < workers; i++)
+		if (pids[i])
+			kill(pids[i], SIGTERM);
+	for (int i = 0; i < workers; i++) {
+		int st;
+		if (!pids[i])
+			continue;
+		if (waitpid(pids[i], &st, 0) == pids[i] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+			fprintf(stderr, "epoll-exclusive-workers: worker %d ended with status 0x%x\n", pids[i], st);
+			fail = 1;
+		}
+	}
+	return fail;
+}
+
+/* the workers' reports from FD summed and printed; main's exit status */
+static int total(int fd, int workers, int fail)
+{
+	struct report r;
+	unsigned reported = 0, served_by = 0;
+	unsigned long long accepted = 0, closed = 0, errors = 0, open = 0, waits = 0;
+	while (read(fd, &r, sizeof(r)) == (ssize_t)sizeof(r)) {
+		reported++;
+		accepted += r.accepted;
+		closed += r.closed;
+		errors += r.errors;
+		open += r.open;
+		waits += r.waits;
+		served_by += r.accepted > 0;
+	}
+	say("total workers=%d reported=%u accepted=%llu closed=%llu errors=%llu open=%llu served_by=%u waits=%llu\n",
+	    workers, reported, accepted, closed, errors, open, served_by, waits);
+	return fail || reported != (unsigned)workers || errors ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	int workers = 32, opt, fail = 0;
@@ -276,17 +366,7 @@ int main(int argc, char **argv)
 		goto usage;
 	int port = atoi(argv[optind]);
 
-	/* a worker may hold many connections */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-		getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	nconns_max = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
-	conns = calloc((size_t)nconns_max, sizeof(*conns));
-	if (!conns)
-		t_die("epoll-exclusive-workers: out of memory");
+	alloc_conns();
 
 	signal(SIGPIPE, SIG_IGN);
 	sigset_t term, waitmask;
@@ -300,17 +380,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	if (lfd < 0)
-		t_die("epoll-exclusive-workers: socket: %s", strerror(errno));
-	int one = 1;
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_ANY)};
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		t_die("epoll-exclusive-workers: bind port %d: %s", port, strerror(errno));
-	if (listen(lfd, 4096) < 0)
-		t_die("epoll-exclusive-workers: listen: %s", strerror(errno));
+	open_listener(port);
 
 	int pr[2];
 	if (pipe(pr) < 0)
@@ -337,47 +407,9 @@ int main(int argc, char **argv)
 	close(pr[1]);
 	say("ready\n");
 
-	/* wait for SIGTERM; a worker that ends before it fails the run */
-	for (;;) {
-		int sig = sigwaitinfo(&term, NULL), st;
-		if (sig == SIGTERM || sig == SIGINT)
-			break;
-		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-			fprintf(stderr, "epoll-exclusive-workers: worker %d ended early (status 0x%x)\n", p, st);
-			for (int i = 0; i < workers; i++)
-				if (pids[i] == p)
-					pids[i] = 0;
-			fail = 1;
-		}
-	}
-	for (int i = 0; i < workers; i++)
-		if (pids[i])
-			kill(pids[i], SIGTERM);
-	for (int i = 0; i < workers; i++) {
-		int st;
-		if (!pids[i])
-			continue;
-		if (waitpid(pids[i], &st, 0) == pids[i] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-			fprintf(stderr, "epoll-exclusive-workers: worker %d ended with status 0x%x\n", pids[i], st);
-			fail = 1;
-		}
-	}
-	struct report r;
-	unsigned reported = 0, served_by = 0;
-	unsigned long long accepted = 0, closed = 0, errors = 0, open = 0, waits = 0;
-	while (read(pr[0], &r, sizeof(r)) == (ssize_t)sizeof(r)) {
-		reported++;
-		accepted += r.accepted;
-		closed += r.closed;
-		errors += r.errors;
-		open += r.open;
-		waits += r.waits;
-		served_by += r.accepted > 0;
-	}
-	say("total workers=%d reported=%u accepted=%llu closed=%llu errors=%llu open=%llu served_by=%u waits=%llu\n",
-	    workers, reported, accepted, closed, errors, open, served_by, waits);
-	return fail || reported != (unsigned)workers || errors ? 1 : 0;
+	fail |= wait_term(&term, pids, workers);
+	fail |= end_workers(pids, workers);
+	return total(pr[0], workers, fail);
 usage:
 	fprintf(stderr, "usage: epoll-exclusive-workers [-w WORKERS] PORT\n");
 	return 2;

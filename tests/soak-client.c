@@ -90,6 +90,90 @@ static void fail(_Atomic uint64_t *what, const char *fmt, ...)
 	fprintf(stderr, "soak-client %d: %s\n", getpid(), line);
 }
 
+/* the first time up: the last connection up creates READY */
+static void first_up(void)
+{
+	if (atomic_fetch_add(&up, 1) + 1 == nconns && ready) {
+		int r = open(ready, O_WRONLY | O_CREAT, 0644);
+		if (r >= 0)
+			close(r);
+	}
+}
+
+/* messages and their echoes on FD until the time is up or something ends
+ * them; returns 1 after a reset (connect again), 0 otherwise */
+static int echo_loop(int fd, int idx, uint64_t seed, uint64_t *rng, uint8_t *buf, uint8_t *back)
+{
+	uint64_t pos = 0;
+	int again = 0;
+	while (elapsed() < secs) {
+		uint64_t r = t_splitmix(rng);
+		size_t size = 1 + (size_t)((r >> 8) % ((r & 3) ? maxsize : 64));
+		t_stream_fill(seed, pos, buf, size);
+		if (t_write_full(fd, buf, size) < 0) {
+			if (is_reset(errno)) {
+				atomic_fetch_add(&resets, 1);
+				again = 1;
+			} else {
+				fail(&errors, "connection %d: write: %s", idx, strerror(errno));
+			}
+			break;
+		}
+		ssize_t n = t_read_full(fd, back, size);
+		if (n < 0) {
+			if (is_reset(errno)) {
+				atomic_fetch_add(&resets, 1);
+				again = 1;
+			} else {
+				fail(&errors, "connection %d: read: %s", idx, strerror(errno));
+			}
+			break;
+		}
+		long long bad = t_stream_check(seed, pos, back, (size_t)n);
+		if (bad >= 0) {
+			fail(&corrupt, "connection %d: corrupt: stream byte %llu is 0x%02x, want 0x%02x",
+			     idx, (unsigned long long)(pos + (uint64_t)bad), back[bad],
+			     t_stream_byte(seed, pos + (uint64_t)bad));
+			break;
+		}
+		atomic_fetch_add(&bytes, (uint64_t)n);
+		if ((size_t)n != size) {
+			fail(&lost, "connection %d: lost: EOF after %zd of %zu echoed bytes, no reset",
+			     idx, n, size);
+			break;
+		}
+		pos += size;
+		atomic_fetch_add(&msgs, 1);
+	}
+	return again;
+}
+
+/* the end: our FIN, then the server's EOF and nothing else */
+static void end_conn(int fd, int idx)
+{
+	char c;
+	ssize_t n;
+	if (shutdown(fd, SHUT_WR) < 0) {
+		/* ENOTCONN: reset before our FIN, as on kernel TCP; the
+		 * read that follows must then say so */
+		if (errno == ENOTCONN && read(fd, &c, 1) < 0 && is_reset(errno))
+			atomic_fetch_add(&resets, 1);
+		else if (is_reset(errno))
+			atomic_fetch_add(&resets, 1);
+		else
+			fail(&errors, "connection %d: shutdown: %s", idx, strerror(errno));
+	} else {
+		while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+			;
+		if (n < 0 && is_reset(errno))
+			atomic_fetch_add(&resets, 1);
+		else if (n < 0)
+			fail(&errors, "connection %d: read at end: %s", idx, strerror(errno));
+		else if (n > 0)
+			fail(&corrupt, "connection %d: extra byte after the last echo", idx);
+	}
+}
+
 static void *conn_thread(void *arg)
 {
 	int idx = (int)(intptr_t)arg, gen = 0, first = 1;
@@ -105,82 +189,15 @@ static void *conn_thread(void *arg)
 		}
 		if (first) {
 			first = 0;
-			if (atomic_fetch_add(&up, 1) + 1 == nconns && ready) {
-				int r = open(ready, O_WRONLY | O_CREAT, 0644);
-				if (r >= 0)
-					close(r);
-			}
+			first_up();
 		}
 		uint64_t seed = ((base_seed * 1000003u + (uint64_t)idx) << 16) + (uint64_t)gen++;
-		uint64_t pos = 0;
-		int again = 0;
-		while (elapsed() < secs) {
-			uint64_t r = t_splitmix(&rng);
-			size_t size = 1 + (size_t)((r >> 8) % ((r & 3) ? maxsize : 64));
-			t_stream_fill(seed, pos, buf, size);
-			if (t_write_full(fd, buf, size) < 0) {
-				if (is_reset(errno)) {
-					atomic_fetch_add(&resets, 1);
-					again = 1;
-				} else {
-					fail(&errors, "connection %d: write: %s", idx, strerror(errno));
-				}
-				break;
-			}
-			ssize_t n = t_read_full(fd, back, size);
-			if (n < 0) {
-				if (is_reset(errno)) {
-					atomic_fetch_add(&resets, 1);
-					again = 1;
-				} else {
-					fail(&errors, "connection %d: read: %s", idx, strerror(errno));
-				}
-				break;
-			}
-			long long bad = t_stream_check(seed, pos, back, (size_t)n);
-			if (bad >= 0) {
-				fail(&corrupt, "connection %d: corrupt: stream byte %llu is 0x%02x, want 0x%02x",
-				     idx, (unsigned long long)(pos + (uint64_t)bad), back[bad],
-				     t_stream_byte(seed, pos + (uint64_t)bad));
-				break;
-			}
-			atomic_fetch_add(&bytes, (uint64_t)n);
-			if ((size_t)n != size) {
-				fail(&lost, "connection %d: lost: EOF after %zd of %zu echoed bytes, no reset",
-				     idx, n, size);
-				break;
-			}
-			pos += size;
-			atomic_fetch_add(&msgs, 1);
-		}
-		if (again) {
+		if (echo_loop(fd, idx, seed, &rng, buf, back)) {
 			close(fd);
 			continue;
 		}
-		if (elapsed() >= secs && !atomic_load(&corrupt) && !atomic_load(&lost)) {
-			/* the end: our FIN, then the server's EOF and nothing else */
-			char c;
-			ssize_t n;
-			if (shutdown(fd, SHUT_WR) < 0) {
-				/* ENOTCONN: reset before our FIN, as on kernel TCP; the
-				 * read that follows must then say so */
-				if (errno == ENOTCONN && read(fd, &c, 1) < 0 && is_reset(errno))
-					atomic_fetch_add(&resets, 1);
-				else if (is_reset(errno))
-					atomic_fetch_add(&resets, 1);
-				else
-					fail(&errors, "connection %d: shutdown: %s", idx, strerror(errno));
-			} else {
-				while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
-					;
-				if (n < 0 && is_reset(errno))
-					atomic_fetch_add(&resets, 1);
-				else if (n < 0)
-					fail(&errors, "connection %d: read at end: %s", idx, strerror(errno));
-				else if (n > 0)
-					fail(&corrupt, "connection %d: extra byte after the last echo", idx);
-			}
-		}
+		if (elapsed() >= secs && !atomic_load(&corrupt) && !atomic_load(&lost))
+			end_conn(fd, idx);
 		close(fd);
 		break;
 	}

@@ -141,6 +141,161 @@ static void put(void *dst, const void *src, size_t n)
 	memcpy(dst, src, n);
 }
 
+/* one 16-byte step, decoded */
+struct step {
+	struct hub *h;
+	uint8_t idx, a, b;
+	uint32_t x;
+	uint64_t v;
+	uint32_t where;
+	struct hsock *s;
+	struct arena_hdr *ah;
+};
+
+/* ops 0-5: scribble over the arena and ring */
+static void step_arena(uint8_t op, const struct step *st)
+{
+	struct hub *h = st->h;
+	uint8_t a = st->a, b = st->b;
+	uint32_t x = st->x, where = st->where;
+	uint64_t v = st->v;
+	struct hsock *s = st->s;
+	struct arena_hdr *ah = st->ah;
+	switch (op) {
+	case 0:
+		if (s && s->as)
+			put((uint8_t *)s->as + ((where % (sizeof(struct arena_slot) - 8)) & ~7u), &v, 8);
+		break;
+	case 1:
+		if (s && s->as)
+			put((uint8_t *)s->as + ((where % (sizeof(struct arena_slot) - 4)) & ~3u), &x, 4);
+		break;
+	case 2: {
+		size_t at = (where % (sizeof(struct arena_hdr) - 8)) & ~7u;
+		if (keep_layout && at < offsetof(struct arena_hdr, pool_id))
+			break;
+		put((uint8_t *)ah + at, &v, 8);
+		break;
+	}
+	case 3:
+		if (s && s->as) {
+			_Atomic uint64_t *c[4] = {&s->as->tx.tail, &s->as->tx.head, &s->as->rx.head,
+						  &s->as->rx.tail};
+			_Atomic uint64_t *t = c[a % 4];
+			ring_store(t, a & 4 ? ring_load(t) + (uint64_t)(int64_t)(int32_t)x : v);
+		}
+		break;
+	case 4:
+		atomic_fetch_or(&ah->doorbell[a % ARENA_DOORBELL_WORDS], v);
+		hub_test_doorbells(h, fh.pool);
+		break;
+	case 5: {
+		uint32_t slot = (a & 1) && s && s->as ? s->slot : b;
+		atomic_fetch_or(&((struct arena_slot *)((uint8_t *)fh.pool->base + fh.slots_off))[slot].pending_ops, x);
+		atomic_fetch_or(&ah->doorbell[slot / 64], 1ull << (slot % 64));
+		hub_test_doorbells(h, fh.pool);
+		break;
+	}
+	}
+}
+
+/* ops 6-11: the hub's socket work, the peer, completions, faults, links */
+static void step_peer(uint8_t op, const struct step *st)
+{
+	struct hub *h = st->h;
+	uint8_t idx = st->idx, a = st->a;
+	uint32_t x = st->x;
+	uint64_t v = st->v;
+	struct hsock *s = st->s;
+	switch (op) {
+	case 6:
+		if (s) {
+			if (a & 1)
+				hsock_credit(h, s);
+			else
+				hsock_tx(h, s);
+		}
+		break;
+	case 7:
+		if (s && s->link && s->link->state == LINK_UP) {
+			struct wire_ctl c = {.op = CTL_CREDIT, .dst = tag_imm(s->sid, s->gen), .src = s->peer};
+			c.val = a & 1 ? s->tx_posted : a & 2 ? s->peer_head + x : v;
+			fh_ctl(s->link, &c);
+		}
+		break;
+	case 8:
+		fh_poll(x % 16 + 1);
+		break;
+	case 9:
+		if (s && s->link && s->link->state == LINK_UP)
+			fh_rx_write(s->link, tag_imm(s->sid, s->gen), a & 1 ? v : s->rx_expect, 1 + x % 8192);
+		break;
+	case 10:
+		fh.fault = a % FH_NFAULT;
+		break;
+	case 11: {
+		struct link *l = fh_link(idx);
+		if (l && l->state == LINK_UP)
+			hub_link_writable(&l->x);
+		break;
+	}
+	}
+}
+
+/* ops 12-20: processes' requests, the peer's FIN, RESET, CONNECT and ACCEPT, failures */
+static void step_procs(uint8_t op, const struct step *st)
+{
+	struct hub *h = st->h;
+	uint8_t idx = st->idx, a = st->a, b = st->b;
+	uint32_t x = st->x;
+	struct hsock *s = st->s;
+	switch (op) {
+	case 12:
+		if (fh.nprocs && s) {
+			static const uint32_t ops[3] = {MSG_RELEASE, MSG_SHUTDOWN, MSG_ACCEPT};
+			req(fh.procs[b % fh.nprocs], ops[a % 3], s, SHUT_WR, 0, 0);
+		}
+		break;
+	case 13:
+		if (s && s->link && s->link->state == LINK_UP) {
+			struct wire_ctl c = {.op = a & 1 ? CTL_RESET : CTL_FIN, .dst = tag_imm(s->sid, s->gen),
+					     .src = s->peer};
+			fh_ctl(s->link, &c);
+		}
+		break;
+	case 14:
+		peer_connect(fh_link(idx), tag_imm(0x200 + (x & 0xff), 1), a & 1 ? 0x7f0000400000ull : 0);
+		break;
+	case 15:
+		if (s) {
+			fh_proc_io(s, x % 40000, a & 1);
+			hub_test_doorbells(h, fh.pool);
+		}
+		break;
+	case 16:
+		if (fh.nprocs && fh.heavy-- > 0)
+			req(fh.procs[b % fh.nprocs], a & 1 ? MSG_LISTEN : MSG_CONNECT, NULL, 4,
+			    a & 1 ? 0 : 0x0a000002 + b % 2, (uint16_t)(a & 1 ? 81 + (x & 1) : 80));
+		break;
+	case 17:
+		if (fh.nprocs)
+			fh_proc_gone(b % fh.nprocs);
+		break;
+	case 18: {
+		struct link *l = fh_link(idx);
+		if (l && fh.heavy-- > 0)
+			hub_link_fail(&l->x, "fuzz");
+		break;
+	}
+	case 19:
+		hub_test_settle(h);
+		break;
+	case 20:
+		peer_accept(idx, tag_imm(0x300 + (x & 0xff), 1));
+		break;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct hub *h = fh.h;
@@ -148,123 +303,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t off = 0; off + STEP <= size; off += STEP) {
 		const uint8_t *p = data + off;
 		uint8_t op = p[0] % 21, idx = p[1], a = p[2], b = p[3];
-		uint32_t x;
-		uint64_t v;
-		uint32_t where = a | (uint32_t)b << 8;
-		struct hsock *s = fh_sock(idx);
-		struct arena_hdr *ah = fh.pool->base;
-		memcpy(&x, p + 4, 4);
-		memcpy(&v, p + 8, 8);
-		switch (op) {
-		case 0:
-			if (s && s->as)
-				put((uint8_t *)s->as + ((where % (sizeof(struct arena_slot) - 8)) & ~7u), &v, 8);
-			break;
-		case 1:
-			if (s && s->as)
-				put((uint8_t *)s->as + ((where % (sizeof(struct arena_slot) - 4)) & ~3u), &x, 4);
-			break;
-		case 2: {
-			size_t at = (where % (sizeof(struct arena_hdr) - 8)) & ~7u;
-			if (keep_layout && at < offsetof(struct arena_hdr, pool_id))
-				break;
-			put((uint8_t *)ah + at, &v, 8);
-			break;
-		}
-		case 3:
-			if (s && s->as) {
-				_Atomic uint64_t *c[4] = {&s->as->tx.tail, &s->as->tx.head, &s->as->rx.head,
-							  &s->as->rx.tail};
-				_Atomic uint64_t *t = c[a % 4];
-				ring_store(t, a & 4 ? ring_load(t) + (uint64_t)(int64_t)(int32_t)x : v);
-			}
-			break;
-		case 4:
-			atomic_fetch_or(&ah->doorbell[a % ARENA_DOORBELL_WORDS], v);
-			hub_test_doorbells(h, fh.pool);
-			break;
-		case 5: {
-			uint32_t slot = (a & 1) && s && s->as ? s->slot : b;
-			atomic_fetch_or(&((struct arena_slot *)((uint8_t *)fh.pool->base + fh.slots_off))[slot].pending_ops, x);
-			atomic_fetch_or(&ah->doorbell[slot / 64], 1ull << (slot % 64));
-			hub_test_doorbells(h, fh.pool);
-			break;
-		}
-		case 6:
-			if (s) {
-				if (a & 1)
-					hsock_credit(h, s);
-				else
-					hsock_tx(h, s);
-			}
-			break;
-		case 7:
-			if (s && s->link && s->link->state == LINK_UP) {
-				struct wire_ctl c = {.op = CTL_CREDIT, .dst = tag_imm(s->sid, s->gen), .src = s->peer};
-				c.val = a & 1 ? s->tx_posted : a & 2 ? s->peer_head + x : v;
-				fh_ctl(s->link, &c);
-			}
-			break;
-		case 8:
-			fh_poll(x % 16 + 1);
-			break;
-		case 9:
-			if (s && s->link && s->link->state == LINK_UP)
-				fh_rx_write(s->link, tag_imm(s->sid, s->gen), a & 1 ? v : s->rx_expect, 1 + x % 8192);
-			break;
-		case 10:
-			fh.fault = a % FH_NFAULT;
-			break;
-		case 11: {
-			struct link *l = fh_link(idx);
-			if (l && l->state == LINK_UP)
-				hub_link_writable(&l->x);
-			break;
-		}
-		case 12:
-			if (fh.nprocs && s) {
-				static const uint32_t ops[3] = {MSG_RELEASE, MSG_SHUTDOWN, MSG_ACCEPT};
-				req(fh.procs[b % fh.nprocs], ops[a % 3], s, SHUT_WR, 0, 0);
-			}
-			break;
-		case 13:
-			if (s && s->link && s->link->state == LINK_UP) {
-				struct wire_ctl c = {.op = a & 1 ? CTL_RESET : CTL_FIN, .dst = tag_imm(s->sid, s->gen),
-						     .src = s->peer};
-				fh_ctl(s->link, &c);
-			}
-			break;
-		case 14:
-			peer_connect(fh_link(idx), tag_imm(0x200 + (x & 0xff), 1), a & 1 ? 0x7f0000400000ull : 0);
-			break;
-		case 15:
-			if (s) {
-				fh_proc_io(s, x % 40000, a & 1);
-				hub_test_doorbells(h, fh.pool);
-			}
-			break;
-		case 16:
-			if (fh.nprocs && fh.heavy-- > 0)
-				req(fh.procs[b % fh.nprocs], a & 1 ? MSG_LISTEN : MSG_CONNECT, NULL, 4,
-				    a & 1 ? 0 : 0x0a000002 + b % 2, (uint16_t)(a & 1 ? 81 + (x & 1) : 80));
-			break;
-		case 17:
-			if (fh.nprocs)
-				fh_proc_gone(b % fh.nprocs);
-			break;
-		case 18: {
-			struct link *l = fh_link(idx);
-			if (l && fh.heavy-- > 0)
-				hub_link_fail(&l->x, "fuzz");
-			break;
-		}
-		case 19:
-			hub_test_settle(h);
-			break;
-		case 20:
-			peer_accept(idx, tag_imm(0x300 + (x & 0xff), 1));
-			break;
-		}
+		struct step st = {.h = h, .idx = idx, .a = a, .b = b};
+		st.where = a | (uint32_t)b << 8;
+		st.s = fh_sock(idx);
+		st.ah = fh.pool->base;
+		memcpy(&st.x, p + 4, 4);
+		memcpy(&st.v, p + 8, 8);
+		if (op <= 5)
+			step_arena(op, &st);
+		else if (op <= 11)
+			step_peer(op, &st);
+		else
+			step_procs(op, &st);
 		fh_check_holders();
 		fh_check_slots();
 	}
