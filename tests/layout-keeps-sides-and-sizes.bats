@@ -2,7 +2,8 @@
 # The tree keeps its layout (README.md, "Layout"): code of one side never
 # includes a header of the other (the process side never sees the hub's,
 # transports see only xport.h and xport_hub.h of the hub), no .c file of
-# core/, preload/ or tools/ is over 600 lines and no function over 80.
+# core/, preload/, tools/ or the tests is over 600 lines and no function
+# over 80.
 # tools/layout-check.sh checks it; the test also proves that the check
 # catches an include across sides and an overlong function.
 

@@ -217,18 +217,18 @@ same() { # DESC PORT_K PORT_R SERVER_ARGS -- CLIENT_ARGS (PORT stands for the po
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	cli=("$@")
-	"${srv[@]//PORT/$pk}" >"$T/s-$pk.out" 2>&1 &
+	setsid "${srv[@]//PORT/$pk}" >"$T/s-$pk.out" 2>&1 &
 	sp=$!; pids+=($sp)
 	sleep 0.5
 	k=$(timeout 120 "${cli[@]//PORT/$pk}" 2>&1)
-	kill -KILL "$sp" 2>/dev/null
-	RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 300 "$B/rshare" run -- "${srv[@]//PORT/$pr}" >"$T/s-$pr.out" 2>&1 &
+	kill -KILL -- -"$sp" 2>/dev/null
+	RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 setsid timeout 300 "$B/rshare" run -- "${srv[@]//PORT/$pr}" \
+		>"$T/s-$pr.out" 2>&1 &
 	sp=$!; pids+=($sp)
 	sleep 1
 	r=$(on hubB "${cli[@]//PORT/$pr}" 2>&1)
-	kill -KILL "$sp" 2>/dev/null
-	pkill -KILL -f "$B/tests/echo-server -w 2 $pr" 2>/dev/null
-	echo "# $d: kernel TCP '$k', verbs '$r'"
+	kill -KILL -- -"$sp" 2>/dev/null # the server and every worker it forked
+	echo "# $d: kernel TCP '$(head -c 200 <<<"$k" | tr '\n' ' ')', verbs '$(head -c 200 <<<"$r" | tr '\n' ' ')'"
 	check "$d: as on kernel TCP" test -n "$k" -a "$k" = "$r"
 }
 same "server speaks first, 50 nonblocking clients" 7501 7502 \
@@ -276,6 +276,7 @@ for _ in $(seq 300); do
 	sleep 0.2
 done
 check "every connection of the dropped link reset and released on the server side" test "$gone" -eq 1
+[ "$gone" -eq 1 ] || jq -c '.sockets[] | select(.state != "listening")' "$T/a4.json" | head -n 20 | sed 's/^/#   left: /'
 # clients whose own hub was killed stay blocked: no hub is left to wake them
 pkill -KILL -f "echo-client -r -t 60" 2>/dev/null
 hub hubB "$B_ADDR" || true
