@@ -194,7 +194,8 @@ $(FUZZ_B)/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_CORE) $(wildcard tests/fuzz/*.h cor
 fuzz-build: $(FUZZ_BIN)
 -include $(FUZZ_CORE:.o=.d) $(FUZZ_BIN:=.d)
 
-fuzz: fuzz-build
+# ... then the differential test against kernel TCP as long (tests/diff/run.sh)
+fuzz: fuzz-build all
 	@fail=0; for t in $(FUZZ_BIN); do n=$${t##*/}; \
 		rm -rf $(FUZZ_B)/corpus/$$n; mkdir -p $(FUZZ_B)/corpus/$$n; \
 		echo "== $$n: $(FUZZ_SECS) s"; \
@@ -202,7 +203,7 @@ fuzz: fuzz-build
 			$(FUZZ_B)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_B)/$$n.log 2>&1 || { fail=1; \
 			echo "$$n: FAILED, see $(FUZZ_B)/$$n.log"; tail -n 40 $(FUZZ_B)/$$n.log; }; \
 		echo "$$n: $$(grep -h 'stat::number_of_executed_units' $(FUZZ_B)/$$n.log | tr -s ' ')"; \
-	done; exit $$fail
+	done; echo "== differential: $(FUZZ_SECS) s"; bash tests/diff/run.sh $(FUZZ_SECS) || fail=1; exit $$fail
 
 .PHONY: fuzz fuzz-build
 
