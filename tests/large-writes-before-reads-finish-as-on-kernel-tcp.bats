@@ -4,10 +4,11 @@
 # kernel TCP, whose buffers grow under load; over rshare they stalled once
 # 256 KiB was in flight each way (a 128 KiB send ring and the peer's
 # 128 KiB receive ring).  A send ring that a writer finds full now grows,
-# up to tcp_wmem's maximum, so the same clients finish the same way, in
-# front of a fork-per-connection server that execs its worker (socat fork
-# EXEC:cat) and a pre-fork one (echo-server).  The hubs' stat proves the
-# rshare runs took the link.
+# up to tcp_wmem's maximum (on one node, the one ring of the direction), so
+# the same clients finish the same way, in front of a fork-per-connection
+# server that execs its worker (socat fork EXEC:cat) and a pre-fork one
+# (echo-server), across two nodes and within one.  The hubs' stat proves
+# the rshare runs took the link, or the same-node path.
 
 load lib
 
@@ -22,9 +23,10 @@ teardown() {
 	rs_teardown
 }
 
-# run NAME PORT [--rshare] SERVER...: the client's line in $out
+# run NAME PORT [--rshare] SERVER...: the client's line in $out (the
+# client on node B, or CLIENT_NS)
 run_pair() {
-	local name=$1 port=$2 pre=
+	local name=$1 port=$2 pre= cns=${CLIENT_NS:-$NS_B}
 	shift 2
 	if [[ $1 == --rshare ]]; then
 		pre=--rshare
@@ -33,7 +35,7 @@ run_pair() {
 	rs_bg "$name" "$NS_A" $pre "$@"
 	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$port" | grep -q . || true
 	sleep 0.3
-	out=$(RS_TIMEOUT=120 rs_exec "$NS_B" $pre "$RS_BIN/write-then-read-client" -c 4 -m 1048576 -n 3 \
+	out=$(RS_TIMEOUT=120 rs_exec "$cns" $pre "$RS_BIN/write-then-read-client" -c 4 -m 1048576 -n 3 \
 		$ADDR_A "$port" 2>"$RS_TMP/$name-client.err") || true
 }
 
@@ -67,4 +69,17 @@ check_link() {
 	rs=$out
 	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(cat "$RS_TMP/r-echo-client.err")"
 	check_link 4
+}
+
+@test "large writes before reads: a pre-fork echo server on the same node, as on kernel TCP" {
+	local want="done conns=4 verified=4 errors=0 bytes=12582912" tcp rs
+	CLIENT_NS=$NS_A run_pair k-local 7605 "$RS_BIN/echo-server" -w 2 7605
+	tcp=$out
+	[[ $tcp == "$want" ]] || rs_fail "kernel TCP: '$tcp' $(cat "$RS_TMP/k-local-client.err")"
+	CLIENT_NS=$NS_A run_pair r-local 7606 --rshare "$RS_BIN/echo-server" -w 2 7606
+	rs=$out
+	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(cat "$RS_TMP/r-local-client.err")"
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare run took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A | fail($A.counters.local_connects >= 4; "local_connects \($A.counters.local_connects)")'
 }

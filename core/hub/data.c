@@ -217,6 +217,8 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 {
 	uint64_t size = s->tx_size * 2, off, tail;
 	uint32_t lkey = s->tx_lkey, unused;
+	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending)
+		return hpair_grow(h, s); /* same node: the one ring both sides use */
 	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
 		return -EPERM;
 	if (size > h->tx_max)

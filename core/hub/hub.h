@@ -131,6 +131,11 @@ struct lpair {
 	struct pairseg *seg;
 	uint32_t dir[2];            /* 0: connecting side -> accepted side, 1: back */
 	uint64_t off[2], size[2];   /* the rings' bytes in the segment */
+	uint32_t sid[2];            /* its sockets: side 0 connected, side 1 accepted */
+	/* a direction's rings before it grew: kept until the pair goes, as
+	 * its reader may still be copying out of one (at most one a size) */
+	uint64_t old_off[2][12], old_size[2][12];
+	uint8_t nold[2];
 	int refs;
 };
 
@@ -319,6 +324,7 @@ struct ring *hpair_ring(struct hsock *s, int tx); /* its counters: the one it se
 struct pair_dir *hpair_dir(struct hsock *s, int tx);
 int hpair_fd(struct hub *h, struct hsock *s, uint64_t *id, uint64_t *bytes); /* the segment's memfd */
 void hpair_sweep(struct hub *h);                  /* segments of pools that are gone */
+int hpair_grow(struct hub *h, struct hsock *s);   /* double s's send ring: its size, or -errno */
 /* The counters of s's receive (tx 0) or send (tx 1) ring, wherever they are. */
 static inline struct ring *hsock_ring(struct hsock *s, int tx)
 {

@@ -168,14 +168,21 @@ static void dir_free(struct pairseg *g, uint32_t d)
 	g->used[d / 64] &= ~(1ull << (d % 64));
 }
 
+static void bytes_free(struct pairseg *g, uint64_t off, uint64_t size)
+{
+	if (!off)
+		return;
+	fallocate(g->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size);
+	arena_release(g->alloc, off, size);
+}
+
 static void rings_free(struct pairseg *g, struct lpair *lp)
 {
 	for (int i = 0; i < 2; i++) {
-		if (lp->off[i]) {
-			fallocate(g->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lp->off[i],
-				  (off_t)lp->size[i]);
-			arena_release(g->alloc, lp->off[i], lp->size[i]);
-		}
+		bytes_free(g, lp->off[i], lp->size[i]);
+		for (int k = 0; k < lp->nold[i]; k++)
+			bytes_free(g, lp->old_off[i][k], lp->old_size[i][k]);
+		lp->nold[i] = 0;
 		if (lp->dir[i] != UINT32_MAX)
 			dir_free(g, lp->dir[i]);
 	}
@@ -226,6 +233,8 @@ int hpair_join(struct hub *h, struct hsock *c, struct hsock *a)
 		((struct pair_hdr *)g->base)->dir[d].r.size = lp->size[i];
 	}
 	lp->refs = 2;
+	lp->sid[0] = c->sid;
+	lp->sid[1] = a->sid;
 	g->npairs++;
 	log_debug("pair: sockets %u and %u: directions %u and %u at %llu and %llu in segment %u", c->sid, a->sid,
 		  lp->dir[0], lp->dir[1], (unsigned long long)lp->off[0], (unsigned long long)lp->off[1], g->id);
@@ -244,6 +253,68 @@ struct pair_dir *hpair_dir(struct hsock *s, int tx)
 struct ring *hpair_ring(struct hsock *s, int tx)
 {
 	return &hpair_dir(s, tx)->r;
+}
+
+/* ---- rings that grow ----
+ * A writer that finds its ring full asks for one twice the size
+ * (MSG_TXGROW), up to tcp_wmem's maximum, as for a link.  The hub copies
+ * the unread bytes into a new ring at the same stream positions, gives
+ * both slots the new geometry, and answers; the writer, which holds the
+ * ring's lock and waits, writes into the new ring only.  The reader may
+ * still be copying out of the old one: it checks its geometry after it
+ * loaded the tail (a tail past the old bytes comes with the new geometry),
+ * and the old rings stay until the pair goes (the hub cannot tell when a
+ * reader in another process is done with one): at most as much again as
+ * the ring the direction has now. */
+
+static void set_geometry(struct hub *h, struct lpair *lp, int d)
+{
+	struct hsock *w = h->socks[lp->sid[d]], *r = h->socks[lp->sid[!d]];
+	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
+	/* the reader's first: the writer learns of the new ring last */
+	if (r && r->lp == lp && r->as) {
+		r->rx_size = lp->size[d];
+		r->as->rx.off = lp->off[d];
+		r->as->rx.size = lp->size[d];
+	}
+	pd->r.off = lp->off[d];
+	pd->r.size = lp->size[d];
+	if (w && w->lp == lp && w->as) {
+		w->tx_size = lp->size[d];
+		w->as->tx.off = lp->off[d];
+		w->as->tx.size = lp->size[d];
+	}
+}
+
+int hpair_grow(struct hub *h, struct hsock *s)
+{
+	struct lpair *lp = s->lp;
+	int d = s->lside;
+	uint64_t size = lp->size[d] * 2, off, head, tail;
+	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
+	uint8_t *base = lp->seg->base;
+	struct iovec iov[2];
+	if (size > h->tx_max || lp->nold[d] == 12)
+		return -ENOSPC;
+	head = ring_load(&pd->r.head);
+	tail = ring_load(&pd->r.tail);
+	if (!ring_sane(head, tail, lp->size[d]))
+		return -EINVAL;
+	if (!(off = arena_alloc(lp->seg->alloc, size)))
+		return -ENOBUFS;
+	for (int i = 0, n = ring_iov(base + lp->off[d], lp->size[d], head, tail - head, iov); i < n; i++) {
+		ring_copy_in(base + off, size, head, iov[i].iov_base, iov[i].iov_len);
+		head += iov[i].iov_len;
+	}
+	lp->old_off[d][lp->nold[d]] = lp->off[d];
+	lp->old_size[d][lp->nold[d]++] = lp->size[d];
+	lp->off[d] = off;
+	lp->size[d] = size;
+	set_geometry(h, lp, d);
+	log_debug("pair: socket %u: its ring (direction %u) grew to %llu bytes at %llu, %llu unread moved",
+		  s->sid, lp->dir[d], (unsigned long long)size, (unsigned long long)off,
+		  (unsigned long long)(tail - ring_load(&pd->r.head)));
+	return (int)size;
 }
 
 void hpair_put(struct hub *h, struct hsock *s)

@@ -194,14 +194,15 @@ static uint32_t vs_tx_nogrow[ARENA_MAX_SLOTS];
 
 /* The send ring is full: ask the hub for one twice the size, as the
  * kernel's send buffer grows under load (up to tcp_wmem's maximum; never
- * when SO_SNDBUF fixed it, nor on the same node).  1 when it grew.  The
+ * when SO_SNDBUF fixed it; on the same node the one ring of the direction
+ * grows, core/hub/pair.c).  1 when it grew.  The
  * caller holds the ring's lock, so no other writer sees the move. */
 static __attribute__((noinline)) int send_grow(struct xfer *x)
 {
 	uint32_t gen = x->as->gen;
 	struct msg_req q = {.op = MSG_TXGROW, .slot = x->slot, .gen = gen};
 	struct msg_rep r = {.status = 0};
-	if (x->v.d || x->v.size >= ARENA_MAX_RING || vs_tx_nogrow[x->slot] == gen + 1)
+	if (x->v.size >= ARENA_MAX_RING || vs_tx_nogrow[x->slot] == gen + 1)
 		return 0;
 	if (cl_rpc(&q, &r, -1) < 0)
 		return 0;
@@ -391,6 +392,10 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		}
 		head = atomic_load_explicit(&x.v.c->head, memory_order_relaxed);
 		tail = ring_load(&x.v.c->tail);
+		/* same node: the ring may have grown (its writer asked); a tail
+		 * past the old bytes comes with the new geometry, seen here */
+		if (x.v.d && __builtin_expect(as->rx.size != x.v.size, 0))
+			continue;
 		avail = tail - head;
 		if (avail > x.v.size)
 			avail = 0; /* a corrupt counter (only the writer could): give nothing */
