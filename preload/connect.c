@@ -27,6 +27,7 @@ static int rs_connect_wait(int fd, struct pfd *p, const struct sockaddr *addr, s
 		return R(connect)(fd, addr, len) < 0 && errno == EISCONN ? 0 : -1; /* kernel TCP now */
 	st = atomic_load(&cl_slot(p->slot)->state);
 	p->pending = 0;
+	p->flags &= (uint8_t)~PFD_CONNECT_UNTOLD;
 	if (st == SLOT_ESTABLISHED)
 		return 0;
 	e = vs_take_error(p->slot);
@@ -48,6 +49,13 @@ static int rs_connect_again(int fd, struct pfd *p, const struct sockaddr *addr, 
 		return -1;
 	}
 	e = st == SLOT_CLOSED ? vs_take_error(p->slot) : 0;
+	/* as the kernel: the first connect after the end of one under way
+	 * reports that end (0 when established), later ones EISCONN */
+	if (p->flags & PFD_CONNECT_UNTOLD) {
+		p->flags &= (uint8_t)~PFD_CONNECT_UNTOLD;
+		if (!e && st == SLOT_ESTABLISHED)
+			return 0;
+	}
 	errno = e ? e : EISCONN;
 	return -1;
 }
@@ -84,7 +92,8 @@ static int conn_start(int fd, struct pfd *p, const union sockaddr_any *dst, cons
 		errno = -r;
 		return -1;
 	}
-	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .bufset = p->bufset,
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1,
+				 .flags = p->flags | PFD_CONNECT_UNTOLD,
 				 .slot = slot, .gen = gen, .evfd = -1, .dst = *dst});
 	atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
 	errno = EINPROGRESS;
@@ -116,9 +125,11 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return R(connect)(fd, addr, len);
 	if (r == -EINTR) {
 		/* interrupted: from now on as a nonblocking connect under way
-		 * (connect again: EALREADY; poll and SO_ERROR tell the end) */
-		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1, .bufset = p->bufset,
-					 .slot = p->slot, .gen = p->gen, .evfd = -1, .dst = dst});
+		 * (connect again waits for it, or EALREADY when nonblocking;
+		 * poll and SO_ERROR tell the end) */
+		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1,
+				 .flags = p->flags | PFD_CONNECT_UNTOLD,
+				 .slot = p->slot, .gen = p->gen, .evfd = -1, .dst = dst});
 		errno = EINTR;
 		return -1;
 	}

@@ -46,7 +46,7 @@ void pfd_set(struct pfd *p, const struct pfd *v)
 	p->txsize = v->txsize;
 	p->evfd = v->evfd;
 	p->pending = v->pending;
-	p->bufset = v->bufset;
+	p->flags = v->flags;
 	p->dst = v->dst;
 	__atomic_store_n(&p->kind, v->kind, __ATOMIC_RELEASE);
 }

@@ -74,15 +74,17 @@ struct pfd {
 	uint8_t family;
 	uint8_t pending;         /* FD_RS: a nonblocking connect under way (to dst);
 				    FD_TCP: 2, that connect given to kernel TCP */
-	uint8_t bufset;          /* PFD_RCVBUF_SET, PFD_SNDBUF_SET: setsockopt fixed them */
+	uint8_t flags;           /* PFD_*: what the kernel would remember of this socket */
 	uint32_t slot, gen;
 	uint32_t rxsize, txsize; /* SO_RCVBUF / SO_SNDBUF asked before connect or listen */
 	int evfd;                /* listener: the hub's wake-up */
 	union sockaddr_any dst;
 };
 
-#define PFD_RCVBUF_SET 1
-#define PFD_SNDBUF_SET 2
+#define PFD_RCVBUF_SET 1     /* setsockopt fixed SO_RCVBUF */
+#define PFD_SNDBUF_SET 2     /* ... SO_SNDBUF */
+#define PFD_CONNECT_UNTOLD 4 /* a connect went on after EINPROGRESS or EINTR: the
+				next connect() reports its end (0 once, then EISCONN) */
 
 extern PL_HIDDEN struct pfd *pfd_tab;
 extern PL_HIDDEN unsigned pfd_max;

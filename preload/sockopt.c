@@ -26,7 +26,7 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 			p->rxsize = sz;
 		else
 			p->txsize = sz;
-		p->bufset |= name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET;
+		p->flags |= name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET;
 	}
 	return r;
 }
@@ -45,7 +45,7 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		case SO_SNDBUF:
 			/* set by the program: the kernel's answer, twice what was
 			 * asked, as Linux reports it; else the ring's size now */
-			if (p->kind == FD_RS && !(p->bufset & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
+			if (p->kind == FD_RS && !(p->flags & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
 				*(int *)val = (int)(name == SO_RCVBUF ? as->rx.size : as->tx.size);
 				*len = sizeof(int);
 				return 0;

@@ -3,6 +3,10 @@
  *
  *   connect-interrupted -s PORT        a listener with backlog 1 that never
  *                                      accepts (prints "ready")
+ *   connect-interrupted -n ADDR PORT   a nonblocking connect, poll for
+ *                                      POLLOUT, then connect twice more:
+ *                                      EINPROGRESS, 0 (the kernel reports the
+ *                                      end once), EISCONN
  *   connect-interrupted -c N ADDR PORT N blocking connects, each under a
  *                                      SIGALRM 300 ms later (a handler
  *                                      without SA_RESTART)
@@ -18,6 +22,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -45,8 +50,22 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
+	if (argc == 4 && !strcmp(argv[1], "-n") && inet_pton(AF_INET, argv[2], &a.sin_addr) == 1) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		a.sin_port = htons((uint16_t)atoi(argv[3]));
+		printf("%s", connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? "0" :
+			     errno == EINPROGRESS ? "EINPROGRESS" : "EOTHER");
+		poll(&p, 1, 5000);
+		for (int i = 0; i < 2; i++) {
+			int r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+			printf(" %s", r == 0 ? "0" : ename(errno));
+		}
+		printf("\n");
+		return 0;
+	}
 	if (argc != 5 || strcmp(argv[1], "-c") || inet_pton(AF_INET, argv[3], &a.sin_addr) != 1)
-		t_die("usage: connect-interrupted -s PORT | -c N ADDR PORT");
+		t_die("usage: connect-interrupted -s PORT | -c N ADDR PORT | -n ADDR PORT");
 	a.sin_port = htons((uint16_t)atoi(argv[4]));
 	sigaction(SIGALRM, &sa, NULL);
 	for (int i = 0, n = atoi(argv[2]); i < n; i++) {
