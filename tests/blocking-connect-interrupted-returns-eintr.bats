@@ -22,15 +22,9 @@ teardown() {
 }
 
 @test "blocking connect interrupted by a signal: EINTR, and again, as on kernel TCP" {
-	local tcp rs
-	rs_bg k-srv "$NS_A" "$RS_BIN/connect-interrupted" -s 7661
-	rs_wait_ready k-srv
-	tcp=$(rs_exec "$NS_B" "$RS_BIN/connect-interrupted" -c 4 $ADDR_A 7661) || true
-	[[ $tcp == "ok ok EINTR/EINTR EINTR/EINTR" ]] || rs_fail "kernel TCP: '$tcp'"
-	rs_bg r-srv "$NS_A" --rshare "$RS_BIN/connect-interrupted" -s 7662
-	rs_wait_ready r-srv
-	rs=$(rs_exec "$NS_B" --rshare "$RS_BIN/connect-interrupted" -c 4 $ADDR_A 7662) || true
-	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+	rs_vs_kernel intr "$NS_B" 7661 "$RS_BIN/connect-interrupted" -s PORT -- \
+		"$RS_BIN/connect-interrupted" -c 4 $ADDR_A PORT
+	[[ $RS_TCP == "ok ok EINTR/EINTR EINTR/EINTR" ]] || rs_fail "kernel TCP: '$RS_TCP'"
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '
 		$b[0] as $B |
@@ -38,15 +32,9 @@ teardown() {
 }
 
 @test "nonblocking connect, then connect again: 0 once, then EISCONN, as on kernel TCP" {
-	local tcp rs
-	rs_bg k-srv "$NS_A" "$RS_BIN/connect-interrupted" -s 7663
-	rs_wait_ready k-srv
-	tcp=$(rs_exec "$NS_B" "$RS_BIN/connect-interrupted" -n $ADDR_A 7663) || true
-	[[ $tcp == "EINPROGRESS 0 EISCONN" ]] || rs_fail "kernel TCP: '$tcp'"
-	rs_bg r-srv "$NS_A" --rshare "$RS_BIN/connect-interrupted" -s 7664
-	rs_wait_ready r-srv
-	rs=$(rs_exec "$NS_B" --rshare "$RS_BIN/connect-interrupted" -n $ADDR_A 7664) || true
-	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+	rs_vs_kernel again "$NS_B" 7663 "$RS_BIN/connect-interrupted" -s PORT -- \
+		"$RS_BIN/connect-interrupted" -n $ADDR_A PORT
+	[[ $RS_TCP == "EINPROGRESS 0 EISCONN" ]] || rs_fail "kernel TCP: '$RS_TCP'"
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '
 		$b[0] as $B |

@@ -21,15 +21,9 @@ teardown() {
 }
 
 run_both() { # CLIENT_NS PORT: the rshare run's line equals kernel TCP's
-	local cns=$1 port=$2 tcp rs
-	rs_bg k-srv-$port "$NS_A" "$RS_BIN/close-under-blocked-recv" -s $port
-	rs_wait_ready k-srv-$port
-	tcp=$(rs_exec "$cns" "$RS_BIN/close-under-blocked-recv" -c $ADDR_A $port) || true
-	[[ $tcp == "blocked=old! new=new!" ]] || rs_fail "kernel TCP: '$tcp'"
-	rs_bg r-srv-$port "$NS_A" --rshare "$RS_BIN/close-under-blocked-recv" -s $((port + 1))
-	rs_wait_ready r-srv-$port
-	RS_TIMEOUT=20 rs=$(rs_exec "$cns" --rshare "$RS_BIN/close-under-blocked-recv" -c $ADDR_A $((port + 1))) || true
-	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+	RS_TIMEOUT=20 rs_vs_kernel close "$1" "$2" "$RS_BIN/close-under-blocked-recv" -s PORT -- \
+		"$RS_BIN/close-under-blocked-recv" -c $ADDR_A PORT
+	[[ $RS_TCP == "blocked=old! new=new!" ]] || rs_fail "kernel TCP: '$RS_TCP'"
 }
 
 @test "close under a blocked recv, across nodes: the socket lives until the call ends, as on kernel TCP" {

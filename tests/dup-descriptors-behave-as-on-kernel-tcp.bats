@@ -22,15 +22,9 @@ teardown() {
 }
 
 @test "dup: 600 descriptors of one socket and two in one epoll set, as on kernel TCP" {
-	local tcp rs
-	rs_bg k-echo "$NS_A" "$RS_BIN/echo-server" -w 1 7651
-	rs_wait_ready k-echo
-	tcp=$(rs_exec "$NS_B" "$RS_BIN/dup-many-descriptors" -n 600 $ADDR_A 7651) || true
-	[[ $tcp == "echo=ok epoll-second=0" ]] || rs_fail "kernel TCP: '$tcp'"
-	rs_bg r-echo "$NS_A" --rshare "$RS_BIN/echo-server" -w 1 7652
-	rs_wait_ready r-echo
-	rs=$(rs_exec "$NS_B" --rshare "$RS_BIN/dup-many-descriptors" -n 600 $ADDR_A 7652) || true
-	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+	rs_vs_kernel dup "$NS_B" 7651 "$RS_BIN/echo-server" -w 1 PORT -- \
+		"$RS_BIN/dup-many-descriptors" -n 600 $ADDR_A PORT
+	[[ $RS_TCP == "echo=ok epoll-second=0" ]] || rs_fail "kernel TCP: '$RS_TCP'"
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '
 		$b[0] as $B |

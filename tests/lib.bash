@@ -163,6 +163,30 @@ rs_wait_ready() {
 	rs_wait_file "$RS_TMP/$1.out" '^ready$' 1 "${2:-20}"
 }
 
+# rs_vs_kernel NAME CLIENT_NS PORT SERVER... -- CLIENT...: the same server
+# (on node A, "PORT" in its arguments and the client's stands for the port)
+# and client run once on kernel TCP (port PORT) and once both under rshare
+# (PORT + 1); the client's output in $RS_TCP and $RS_RS, and the test fails
+# unless they are equal and the kernel's is not empty.  The server prints
+# "ready" once listening.
+rs_vs_kernel() {
+	local name=$1 cns=$2 port=$3 srv=() cli=() p pre
+	shift 3
+	while [[ $1 != -- ]]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	for pre in "" --rshare; do
+		p=$port
+		[[ -n $pre ]] && p=$((port + 1))
+		rs_bg "$name-srv-$p" "$NS_A" $pre "${srv[@]//PORT/$p}"
+		rs_wait_ready "$name-srv-$p"
+		out=$(rs_exec "$cns" $pre "${cli[@]//PORT/$p}" 2>"$RS_TMP/$name-cli-$p.err") || true
+		if [[ -z $pre ]]; then RS_TCP=$out; else RS_RS=$out; fi
+	done
+	[[ -n $RS_TCP ]] || rs_fail "kernel TCP: no output ($(tail -n 3 "$RS_TMP/$name-cli-$port.err"))"
+	[[ $RS_RS == "$RS_TCP" ]] || rs_fail "rshare: '$RS_RS', kernel TCP: '$RS_TCP'"
+}
+
 # jq definitions shared by the checks.
 RS_JQ_DEFS='
 def fail(c; msg): if c then empty else msg end;

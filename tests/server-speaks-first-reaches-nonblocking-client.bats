@@ -21,16 +21,10 @@ teardown() {
 }
 
 @test "server speaks first: a nonblocking client gets every greeting, as on kernel TCP" {
-	local n=100 tcp rs
-	rs_bg tcp-server "$NS_A" "$RS_BIN/server-speaks-first" -s -w 2 7101
-	rs_wait_ready tcp-server
-	tcp=$(rs_exec "$NS_B" "$RS_BIN/server-speaks-first" -c $n $ADDR_A 7101) || true
-	[[ $tcp == "done got=$n lost=0 bad=0 errors=0" ]] || rs_fail "kernel TCP: $tcp"
-
-	rs_bg rs-server "$NS_A" --rshare "$RS_BIN/server-speaks-first" -s -w 2 7102
-	rs_wait_ready rs-server
-	rs=$(rs_exec "$NS_B" --rshare "$RS_BIN/server-speaks-first" -c $n $ADDR_A 7102) || true
-	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp'"
+	local n=100
+	rs_vs_kernel greet "$NS_B" 7101 "$RS_BIN/server-speaks-first" -s -w 2 PORT -- \
+		"$RS_BIN/server-speaks-first" -c $n $ADDR_A PORT
+	[[ $RS_TCP == "done got=$n lost=0 bad=0 errors=0" ]] || rs_fail "kernel TCP: '$RS_TCP'"
 
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare run went over the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
