@@ -58,37 +58,42 @@ compare() {
 	[[ -s $a ]] || { echo "seed $seed: empty transcript" >&2; return 1; }
 }
 
-@test "differential: generated programs do on rshare across nodes what they do on kernel TCP" {
-	local seed port=7300 failed=() n=0
+# all_seeds CLIENT_NS PORT: every seed on kernel TCP and under rshare, the
+# server on node A; $failed the divergent seeds, $n their connections
+all_seeds() {
+	local seed port=$2
+	failed=() n=0
 	for seed in $(seeds); do
 		port=$((port + 2))
-		run_seed "k$seed" "$seed" "$NS_A" "$NS_B" $ADDR_A $port
-		run_seed "r$seed" "$seed" "$NS_A" "$NS_B" $ADDR_A $((port + 1)) --rshare
+		run_seed "k$seed" "$seed" "$NS_A" "$1" $ADDR_A $port
+		run_seed "r$seed" "$seed" "$NS_A" "$1" $ADDR_A $((port + 1)) --rshare
 		compare "$seed" "k$seed" "r$seed" || failed+=("$seed")
 		n=$((n + $("$RS_BIN/diff-stream" -p "$seed" | grep -c ' connect ')))
 	done
+}
+
+verdict() {
+	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
+	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+}
+
+@test "differential: generated programs do on rshare across nodes what they do on kernel TCP" {
+	local failed n
+	all_seeds "$NS_B" 7300
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
 		$b[0] as $B |
 		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
 		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
-	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
-	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+	verdict
 }
 
 @test "differential: generated programs do on rshare within one node what they do on kernel TCP" {
-	local seed port=7500 failed=() n=0
-	for seed in $(seeds); do
-		port=$((port + 2))
-		run_seed "k$seed" "$seed" "$NS_A" "$NS_A" $ADDR_A $port
-		run_seed "r$seed" "$seed" "$NS_A" "$NS_A" $ADDR_A $((port + 1)) --rshare
-		compare "$seed" "k$seed" "r$seed" || failed+=("$seed")
-		n=$((n + $("$RS_BIN/diff-stream" -p "$seed" | grep -c ' connect ')))
-	done
+	local failed n
+	all_seeds "$NS_A" 7500
 	rs_stat "$NS_A" >"$RS_TMP/statA.json"
 	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
 		$a[0] as $A |
 		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
-	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
-	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+	verdict
 }
