@@ -79,8 +79,8 @@ rings_a() {
 	run rings_a $port
 	echo "$output"
 	[[ $output == "established 65536 16384"*"listening 65536 16384" ]]
-	# the client set only its receive ring: its send ring started at
-	# tcp_wmem's default and grew with its traffic, a power of two up to
+	# the client set only its receive ring: its send ring started at 128K
+	# and may have grown (when its reader stalled), a power of two up to
 	# tcp_wmem's maximum (4 MiB)
 	run bash -c "ip netns exec $NS_B $RSHARE stat --json | jq -r '.sockets[] | \"\(.rx_ring) \(.tx_ring)\"' | sort -u"
 	echo "$output"

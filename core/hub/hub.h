@@ -214,7 +214,7 @@ struct hub {
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
-	uint32_t tx_start, tx_max;  /* a send ring's first size and largest: tcp_wmem's default and maximum */
+	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
 	int segs_dirty;             /* a pool or a pair went: sweep the segments */
@@ -236,7 +236,7 @@ uint64_t hub_now_ns(void);
 
 /* loop.c */
 int hub_main(int argc, char **argv);
-void hub_wmem(uint32_t *start, uint32_t *max); /* tcp_wmem's default and maximum, as ring sizes */
+uint32_t hub_wmem_max(void); /* tcp_wmem's maximum, as a ring size */
 int hub_doorbells(struct hub *h, struct pool *p); /* drain one pool's; whether any rang */
 void hub_batch_end(struct hub *h);                /* between batches of events */
 

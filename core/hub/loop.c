@@ -327,30 +327,24 @@ static int hub_open(struct hub *h, int daemon_mode)
 	return -1;
 }
 
-/* tcp_wmem of this network namespace as ring sizes: a send ring starts
- * at the largest size not above its default (at least 4 KiB), as the
- * kernel's send buffer, and grows up to the largest not above its maximum
- * (at most 4 MiB).  Without the file: 128 KiB, not growing. */
-void hub_wmem(uint32_t *start, uint32_t *max)
+/* tcp_wmem's maximum in this network namespace, as the largest ring size
+ * not above it (at most 4 MiB): a send ring grows up to it, as the
+ * kernel's send buffer.  Without the file: 128 KiB, no growth. */
+uint32_t hub_wmem_max(void)
 {
 	unsigned long lo = 0, def = 0, top = 0;
-	uint32_t s = ARENA_MIN_RING, m = ARENA_MIN_RING;
+	uint32_t m = ARENA_MIN_RING;
 	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
 	int n = 0;
 	if (f) {
 		n = fscanf(f, "%lu %lu %lu", &lo, &def, &top);
 		fclose(f);
 	}
-	if (n != 3 || def > top) {
-		*start = *max = ARENA_DEFAULT_RING;
-		return;
-	}
-	while (s < ARENA_MAX_RING && (unsigned long)s * 2 <= def)
-		s *= 2;
+	if (n != 3)
+		return ARENA_DEFAULT_RING;
 	while (m < ARENA_MAX_RING && (unsigned long)m * 2 <= top)
 		m *= 2;
-	*start = s;
-	*max = m > s ? m : s;
+	return m;
 }
 
 int hub_main(int argc, char **argv)
@@ -383,7 +377,7 @@ int hub_main(int argc, char **argv)
 		return r;
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
-	hub_wmem(&h->tx_start, &h->tx_max);
+	h->tx_max = hub_wmem_max();
 	hub_loop(h);
 	log_info("hub stopping");
 	return 0;

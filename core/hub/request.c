@@ -147,9 +147,9 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	}
 	r->rfd = -1; /* the listener keeps it */
 	s->rx_size = arena_ring_size(q->rxsize);
-	/* SO_SNDBUF or sndbuf fix it, as the kernel's; else it starts as the
-	 * kernel's send buffer does, and grows */
-	s->tx_size = q->txsize ? arena_ring_size(q->txsize) : h->tx_start;
+	/* SO_SNDBUF or sndbuf fix it, as the kernel's; else it grows when
+	 * its reader stalls (vsock_data.c) */
+	s->tx_size = arena_ring_size(q->txsize);
 	s->tx_fixed = q->txsize != 0;
 	r->hold = s;
 }
@@ -164,7 +164,7 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 		return;
 	}
 	s->rx_size = arena_ring_size(q->rxsize);
-	s->tx_size = q->txsize ? arena_ring_size(q->txsize) : h->tx_start;
+	s->tx_size = arena_ring_size(q->txsize);
 	s->tx_fixed = q->txsize != 0;
 	s->local = q->local;
 	r->rep.status = hsock_connect(h, s, &q->addr);

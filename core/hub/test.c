@@ -27,7 +27,6 @@ struct hub *hub_test_new(void)
 	h->node_id = 1;
 	h->port = HUB_DEFAULT_PORT;
 	h->mode = HUB_SOFT;
-	h->tx_start = ARENA_DEFAULT_RING;
 	h->tx_max = ARENA_MAX_RING;
 	h->lfd = -1;
 	the_hub = h;

@@ -40,6 +40,22 @@ int vs_wait_seq(struct arena_slot *as, uint32_t seq)
 	return cl_hub_dead() ? -ECONNRESET : 0;
 }
 
+/* vs_wait_seq for at most NS nanoseconds: -ETIMEDOUT after them */
+int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+	long r;
+	cl_watch();
+	if (cl_hub_dead())
+		return -ECONNRESET;
+	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, &ts);
+	if (r < 0 && errno == EINTR)
+		return -EINTR;
+	if (r < 0 && errno == ETIMEDOUT)
+		return cl_hub_dead() ? -ECONNRESET : -ETIMEDOUT;
+	return cl_hub_dead() ? -ECONNRESET : 0;
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -192,18 +208,21 @@ VS_INLINE int send_stop(struct xfer *x)
 /* the slot generation + 1 whose send ring the hub will not grow */
 static uint32_t vs_tx_nogrow[ARENA_MAX_SLOTS];
 
-/* The send ring is full: ask the hub for one twice the size, as the
- * kernel's send buffer grows under load (up to tcp_wmem's maximum; never
- * when SO_SNDBUF fixed it; on the same node the one ring of the direction
- * grows, core/hub/pair.c).  1 when it grew.  The
+/* The send ring is full and its reader stalled: ask the hub for one twice
+ * the size, so that what the kernel's grown buffers would hold fits (up to
+ * tcp_wmem's maximum; never when SO_SNDBUF fixed it; on the same node the
+ * one ring of the direction grows, core/hub/pair.c).  1 when it grew.  The
  * caller holds the ring's lock, so no other writer sees the move. */
+static inline int send_may_grow(const struct xfer *x)
+{
+	return x->v.size < ARENA_MAX_RING && vs_tx_nogrow[x->slot] != x->as->gen + 1;
+}
+
 static __attribute__((noinline)) int send_grow(struct xfer *x)
 {
 	uint32_t gen = x->as->gen;
 	struct msg_req q = {.op = MSG_TXGROW, .slot = x->slot, .gen = gen};
 	struct msg_rep r = {.status = 0};
-	if (x->v.size >= ARENA_MAX_RING || vs_tx_nogrow[x->slot] == gen + 1)
-		return 0;
 	if (cl_rpc(&q, &r, -1) < 0)
 		return 0;
 	if (r.status) {
@@ -214,16 +233,41 @@ static __attribute__((noinline)) int send_grow(struct xfer *x)
 	return 1;
 }
 
+/* Grow only for a reader that stalled, not for one that is merely slower:
+ * a ring found full with its head where it was VS_STALL_NS ago (a program
+ * that writes before it reads, its peer doing the same), never one whose
+ * head moves (a stream: a larger ring would only cost cache).  Per slot:
+ * the head (+ 1) when the ring was found full, and since when. */
+#define VS_STALL_NS (10 * 1000000ull)
+static uint64_t vs_stall_head[ARENA_MAX_SLOTS], vs_stall_t0[ARENA_MAX_SLOTS];
+
+/* Nanoseconds left before the full ring counts as stalled; 0: it is. */
+static uint64_t stall_left(uint32_t slot, uint64_t head)
+{
+	uint64_t now = now_ns(), el;
+	if (vs_stall_head[slot] != head + 1) {
+		vs_stall_head[slot] = head + 1;
+		vs_stall_t0[slot] = now;
+		return VS_STALL_NS;
+	}
+	el = now - vs_stall_t0[slot];
+	return el >= VS_STALL_NS ? 0 : VS_STALL_NS - el;
+}
+
 /* The send ring is full: 1 to give up (nonblocking, or the wait failed),
- * 0 to look again once the head moved, the ring grew or the hub said
- * anything. */
+ * 0 to look again once the head moved, the ring grew, the hub said
+ * anything or (LEFT) the time to call it stalled has come. */
 VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 {
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
+	uint64_t left = 0;
 	int err;
-	if (send_grow(x))
-		return 0;
+	if (send_may_grow(x)) {
+		left = stall_left(x->slot, head);
+		if (!left && send_grow(x))
+			return 0;
+	}
 	if (x->nonblock) {
 		x->ret = x->total ? 0 : -EAGAIN;
 		if (vs_poll_fds[x->slot])
@@ -233,8 +277,10 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	if (spin_ring(as, seq, &v->c->head, head) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	pthread_mutex_unlock(&as->tx_lock);
-	err = vs_wait_seq(as, seq);
+	err = left ? vs_wait_seq_for(as, seq, left) : vs_wait_seq(as, seq);
 	vs_lock(&as->tx_lock);
+	if (err == -ETIMEDOUT)
+		return 0; /* stalled, maybe: look again */
 	if (err) {
 		if (err == -ECONNRESET)
 			raise_sigpipe(x->flags);

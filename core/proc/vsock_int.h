@@ -62,6 +62,7 @@ uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key) VS_HIDD
 /* vsock_data.c: wait for the slot's futex word to move past seq (0,
  * -EINTR, -ECONNRESET when the hub is gone) */
 int vs_wait_seq(struct arena_slot *as, uint32_t seq) VS_HIDDEN;
+int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns) VS_HIDDEN; /* or -ETIMEDOUT */
 /* vsock_poll.c: the readiness descriptor claimed more than is true */
 void vs_rx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
 void vs_tx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
