@@ -86,7 +86,7 @@ rings_a() {
 	echo "$output"
 	[[ -n $output ]]
 	while read -r line; do
-		[[ $line =~ ^8192\ (16384|32768|65536|131072|262144|524288|1048576|2097152|4194304)$ ]] || false
+		[[ $line =~ ^8192\ (131072|262144|524288|1048576|2097152|4194304)$ ]] || false
 	done <<<"$output"
 	touch "$RS_TMP/hold1"
 	rs_wait_pid $c1 30
