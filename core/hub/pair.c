@@ -272,17 +272,19 @@ static void set_geometry(struct hub *h, struct lpair *lp, int d)
 	struct hsock *w = h->socks[lp->sid[d]], *r = h->socks[lp->sid[!d]];
 	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
 	/* the reader's first: the writer learns of the new ring last */
+	/* the place first, then (release) the size, which a reader loads
+	 * first (acquire): a new size comes with its place */
 	if (r && r->lp == lp && r->as) {
 		r->rx_size = lp->size[d];
 		r->as->rx.off = lp->off[d];
-		r->as->rx.size = lp->size[d];
+		__atomic_store_n(&r->as->rx.size, lp->size[d], __ATOMIC_RELEASE);
 	}
 	pd->r.off = lp->off[d];
-	pd->r.size = lp->size[d];
+	__atomic_store_n(&pd->r.size, lp->size[d], __ATOMIC_RELEASE);
 	if (w && w->lp == lp && w->as) {
 		w->tx_size = lp->size[d];
 		w->as->tx.off = lp->off[d];
-		w->as->tx.size = lp->size[d];
+		__atomic_store_n(&w->as->tx.size, lp->size[d], __ATOMIC_RELEASE);
 	}
 }
 

@@ -440,7 +440,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		tail = ring_load(&x.v.c->tail);
 		/* same node: the ring may have grown (its writer asked); a tail
 		 * past the old bytes comes with the new geometry, seen here */
-		if (x.v.d && __builtin_expect(as->rx.size != x.v.size, 0))
+		if (x.v.d && __builtin_expect(__atomic_load_n(&as->rx.size, __ATOMIC_ACQUIRE) != x.v.size, 0))
 			continue;
 		avail = tail - head;
 		if (avail > x.v.size)

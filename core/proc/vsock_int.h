@@ -86,6 +86,7 @@ static inline void vs_poll_bell(uint32_t slot)
 
 struct vring {
 	struct ring *c;       /* head and tail */
+	struct ring *g;       /* the slot's geometry (off, size: the hub's) */
 	uint8_t *base;        /* the bytes */
 	uint64_t size;
 	struct pair_dir *d;   /* same node: the wake-up words; else NULL */
@@ -99,7 +100,8 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
 	uint32_t seg = as->pair_seg;
 	uint64_t key;
 	uint8_t *b;
-	v->size = r->size;
+	v->g = r;
+	v->size = __atomic_load_n(&r->size, __ATOMIC_ACQUIRE); /* then its place (pair.c) */
 	if (!seg) {
 		v->c = r;
 		v->base = arena_bytes(cl.arena, r->off);
@@ -118,11 +120,14 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
 }
 
 /* Bytes in a ring, as its reader sees them: 0 for impossible counters
- * (only the other side of a same-node connection could write those). */
+ * (only the other side of a same-node connection could write those).  A
+ * same-node ring may have grown since v was taken: its size is read again
+ * after the counters, so a tail past the old size is not taken for one. */
 static inline uint64_t vring_used(const struct vring *v)
 {
 	uint64_t used = ring_load(&v->c->tail) - ring_load(&v->c->head);
-	return used > v->size ? 0 : used;
+	uint64_t size = v->d ? __atomic_load_n(&v->g->size, __ATOMIC_ACQUIRE) : v->size;
+	return used > size ? 0 : used;
 }
 
 /* After a store the other side may be waiting for: if it said so, take its
