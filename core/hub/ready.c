@@ -83,11 +83,38 @@ int hpoll_get(struct hsock *s)
 	return s->poll_p;
 }
 
+/* Is a quarter of s's send ring free (or its sending side shut)? */
+static int tx_room(struct hsock *s, uint32_t flags)
+{
+	uint64_t head = ring_load(&hsock_ring(s, 1)->head), tail = ring_load(&hsock_ring(s, 1)->tail);
+	uint64_t used = tail - head;
+	return used > s->tx_size || s->tx_size - used >= s->tx_size / 4 || (flags & SLOTF_TX_SHUT);
+}
+
+/* A writer that filled its readiness descriptor: drained once a quarter
+ * of its ring is free.  Not yet, on the same node: its reader must ring
+ * again at its next read, so the want word is set once more, and the room
+ * looked at after (the reader stores its head, then looks at the word),
+ * or a reader that took the word for a few bytes would leave the writer
+ * unwritable for ever. */
+static void tx_reflect(struct hsock *s, struct arena_slot *as, uint32_t flags)
+{
+	if (!tx_room(s, flags)) {
+		if (!s->lp)
+			return;
+		atomic_store(&hpair_dir(s, 1)->tx_want, 1);
+		if (!tx_room(s, flags))
+			return;
+	}
+	if (atomic_exchange(&as->tx_blk, 0))
+		drain(s->poll_h);
+}
+
 void hpoll_reflect(struct hsock *s)
 {
 	struct arena_slot *as = s->as;
 	uint32_t flags;
-	uint64_t rx_head, rx_tail, tx_head, tx_tail, used;
+	uint64_t rx_head, rx_tail;
 	int closed, readable;
 	if (!as || s->poll_h < 0 || s->poll_hup)
 		return;
@@ -132,14 +159,8 @@ void hpoll_reflect(struct hsock *s)
 		shutdown(s->poll_h, SHUT_WR);
 		s->poll_fin = 1;
 	}
-	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk)) {
-		tx_head = ring_load(&hsock_ring(s, 1)->head);
-		tx_tail = ring_load(&hsock_ring(s, 1)->tail);
-		used = tx_tail - tx_head;
-		if ((used > s->tx_size || s->tx_size - used >= s->tx_size / 4 ||
-		     (flags & SLOTF_TX_SHUT)) && atomic_exchange(&as->tx_blk, 0))
-			drain(s->poll_h);
-	}
+	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk))
+		tx_reflect(s, as, flags);
 }
 
 void hpoll_close(struct hsock *s)
