@@ -263,7 +263,9 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	struct vring *v = &x->v;
 	uint64_t left = 0;
 	int err;
-	if (send_may_grow(x)) {
+	/* blocking writers only: a nonblocking one is told EAGAIN and woken
+	 * through its readiness descriptor, which the growth would not track */
+	if (!x->nonblock && send_may_grow(x)) {
 		left = stall_left(x->slot, head);
 		if (!left && send_grow(x))
 			return 0;
