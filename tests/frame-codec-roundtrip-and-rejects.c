@@ -219,6 +219,17 @@ static struct wire_ctl ctl_of(uint8_t op)
 		break;
 	case CTL_PING:
 		break; /* nothing but the op */
+	case CTL_RING:
+		c.dst = 0x00500005;
+		c.src = 0x00600006;
+		c.ring = 1u << 20;
+		c.val = 0x7f0012345000ull;
+		c.rkey = 0x1234;
+		break;
+	case CTL_RING_ACK:
+		c.dst = 0x00700007;
+		c.val = 1u << 30;
+		break;
 	default:
 		c.dst = 0x00400004;
 	}
@@ -337,7 +348,13 @@ static void ctl_reject_cases(void)
 		REJECT(dec_ctl);
 		c = ctl_of(CTL_ACCEPT); c.ring = bad_rings[i]; ctl_put(&c);
 		REJECT(dec_ctl);
+		c = ctl_of(CTL_RING); c.ring = bad_rings[i]; ctl_put(&c);
+		REJECT(dec_ctl);
 	}
+	/* RING: both ids needed; RING_ACK: no key */
+	c = ctl_of(CTL_RING); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RING); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RING_ACK); c.rkey = 1; ctl_put(&c); REJECT(dec_ctl);
 	/* ACCEPT: both ids needed */
 	c = ctl_of(CTL_ACCEPT); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_ACCEPT); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
@@ -348,8 +365,8 @@ static void ctl_reject_cases(void)
 		c = ctl_of(CTL_REFUSE); c.reason = reasons[i]; ctl_put(&c);
 		REJECT(dec_ctl);
 	}
-	/* FIN, RESET, CREDIT: a destination */
-	uint8_t need_dst[] = {CTL_FIN, CTL_RESET, CTL_CREDIT};
+	/* FIN, RESET, CREDIT, RING_ACK: a destination */
+	uint8_t need_dst[] = {CTL_FIN, CTL_RESET, CTL_CREDIT, CTL_RING_ACK};
 	for (size_t i = 0; i < sizeof(need_dst); i++) {
 		c = ctl_of(need_dst[i]); c.dst = 0; ctl_put(&c);
 		REJECT(dec_ctl);

@@ -199,6 +199,7 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 	if (s) {
 		s->link = l;
 		s->tx_fixed = ls->tx_fixed; /* the kernel's accepted sockets inherit SO_SNDBUF too */
+		s->rx_fixed = ls->rx_fixed;
 	}
 	if (!s || ring_keys(h, s) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, s->sid) < 0) {
 		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_SPACE};

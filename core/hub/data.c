@@ -42,7 +42,7 @@ static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n)
 void hsock_tx(struct hub *h, struct hsock *s)
 {
 	struct link *l = s->link;
-	uint64_t tail;
+	uint64_t tail, ring = s->peer_ring;
 	uint8_t *base;
 	if (s->lp) {
 		hsock_local_wake(h, s, 0);
@@ -56,8 +56,14 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		return;
 	}
 	base = arena_bytes(s->pool->base, s->tx_off);
+	if (s->peer_next) { /* the peer's ring changes: its new one, or the smaller window until then */
+		hsock_peer_switch(s);
+		if (s->peer_next && s->peer_next_ring < ring)
+			ring = s->peer_next_ring;
+	}
 	while (s->tx_posted < tail) {
-		uint64_t win = s->peer_head + s->peer_ring - s->tx_posted;
+		uint64_t limit = s->peer_head + ring;
+		uint64_t win = limit > s->tx_posted ? limit - s->tx_posted : 0;
 		uint64_t n = tail - s->tx_posted, raddr;
 		struct iovec iov[2];
 		int c, r;
@@ -101,13 +107,14 @@ void hsock_credit(struct hub *h, struct hsock *s)
 	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP)
 		return;
 	head = ring_load(&s->as->rx.head);
-	if (!ring_sane(head, s->rx_tail, s->rx_size) || head <= s->credit_sent)
+	if (!ring_sane(head, s->rx_tail, hsock_rx_room(s)) || head <= s->credit_sent)
 		return; /* nothing new, or a process scribbling on its own ring */
 	s->credit_sent = head;
 	c.dst = s->peer;
 	c.src = tag_imm(s->sid, s->gen);
 	c.val = head;
 	link_send_ctl(s->link, &c, 0);
+	hsock_rx_credited(h, s);
 }
 
 void hsock_shutdown_wr(struct hub *h, struct hsock *s)
@@ -157,11 +164,13 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 	 * ACCEPT's, finds the socket established. */
 	if (!s->as || (s->state != HS_ESTABLISHED && !(s->state == HS_CONNECTING && s->connect_sent)))
 		return NULL;
-	if (pos != s->rx_expect || pos + len > s->credit_sent + s->rx_size) {
+	if (pos != s->rx_expect || pos + len > s->credit_sent + hsock_rx_room(s)) {
 		*ret = -1; /* out of order or beyond the credit we gave */
 		return NULL;
 	}
 	s->rx_expect += len;
+	if (s->rx_expect - s->credit_sent >= s->rx_size)
+		s->rx_limited = 1; /* the peer used all its credit (resize.c) */
 	*ret = 1;
 	return s;
 }
@@ -181,74 +190,4 @@ int hub_rx_written(struct xlink *xl, uint32_t imm, uint32_t len)
 	int ret;
 	rx_check(the_hub, link_of(xl), imm, s ? s->rx_expect : 0, len, &ret);
 	return ret;
-}
-
-/* ---- a send ring that grows ----
- * A writer that finds its send ring full asks for a larger one
- * (MSG_TXGROW), as the kernel's send buffer grows under load up to
- * tcp_wmem's maximum.  The bytes not yet completed move to a new ring of
- * twice the size, at the same stream positions, so nothing the hub or
- * the transport holds needs to change but the ring's place; the writes
- * already posted read the old ring until they complete, so it stays
- * until then.  The writer holds the ring's lock and waits for the reply:
- * nobody writes into it meanwhile. */
-
-void hsock_tx_old_done(struct hsock *s)
-{
-	if (s->tx_done < s->tx_old_until)
-		return;
-	hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_old_off, s->tx_old_size);
-	s->tx_old_off = s->tx_old_size = 0;
-}
-
-static void tx_move(struct hsock *s, uint64_t off, uint64_t size, uint64_t tail)
-{
-	uint8_t *from = arena_bytes(s->pool->base, s->tx_off), *to = arena_bytes(s->pool->base, off);
-	uint64_t pos = s->tx_done;
-	struct iovec iov[2];
-	int n = ring_iov(from, s->tx_size, pos, tail - pos, iov);
-	for (int i = 0; i < n; i++) {
-		ring_copy_in(to, size, pos, iov[i].iov_base, iov[i].iov_len);
-		pos += iov[i].iov_len;
-	}
-}
-
-int hsock_tx_grow(struct hub *h, struct hsock *s)
-{
-	uint64_t size = s->tx_size * 2, off, tail;
-	uint32_t lkey = s->tx_lkey, unused;
-	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending)
-		return hpair_grow(h, s); /* same node: the one ring both sides use */
-	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
-		return -EPERM;
-	if (size > h->tx_max)
-		return -ENOSPC;
-	if (s->tx_old_size)
-		return -EBUSY; /* the last one's old ring is still read */
-	tail = ring_load(&s->as->tx.tail);
-	if (!ring_sane(s->tx_done, tail, s->tx_size))
-		return -EINVAL;
-	if (!(off = arena_alloc(s->pool->tx_alloc, size)))
-		return -ENOBUFS;
-	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
-		int r = pool_keys(h, s->pool, off, size, 0, &lkey, &unused);
-		if (r < 0) {
-			arena_release(s->pool->tx_alloc, off, size);
-			return r;
-		}
-	}
-	tx_move(s, off, size, tail);
-	if (s->tx_posted > s->tx_done) {
-		s->tx_old_off = s->tx_off;
-		s->tx_old_size = s->tx_size;
-		s->tx_old_until = s->tx_posted;
-	} else {
-		hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
-	}
-	s->tx_off = off;
-	s->tx_size = size;
-	s->tx_lkey = lkey;
-	s->as->tx.off = off;
-	s->as->tx.size = size;
-	return (int)size;
 }

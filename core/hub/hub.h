@@ -14,6 +14,7 @@
  *   conn.c     connection set-up: connect, listen, accept, backlog
  *   close.c    a socket released by its last holder
  *   data.c     data and credit out, checks of the peer's writes in
+ *   resize.c   rings that grow and shrink, and the credit that follows them
  *   sock.c     socket records: make, find, wake, reset, linger, free
  *   pair.c     same-node connections' pair segments
  *   ready.c    readiness descriptors for poll, select and epoll
@@ -161,16 +162,39 @@ struct hsock {
 	uint64_t peer_raddr;        /* verbs: the peer ring's address and key */
 	uint32_t peer_rkey;
 	uint32_t rx_rkey, tx_lkey;  /* verbs: keys of our rings */
-	/* a send ring that grew (data.c): the old one, until the writes
+	/* a send ring that grew (resize.c): the old one, until the writes
 	 * posted from it (up to tx_old_until) completed */
 	uint64_t tx_old_off, tx_old_size, tx_old_until;
+	/* a receive ring that changes size (resize.c): the new one offered
+	 * to the peer (RING) or waiting to be moved in, the stream position
+	 * from which the peer writes to it (RING_ACK), and the largest ring
+	 * the peer may be writing to meanwhile (what the credit check allows) */
+	uint64_t rx_next_off, rx_next_size, rx_switch_at, rx_room;
+	uint32_t rx_next_rkey;
+	/* whether it should grow (resize.c): the epoch's start, credits
+	 * and hits, and the bytes a ms the epoch before moved */
+	uint64_t rx_ep_t0, rx_ep_h0, rx_prev_rate;
+	uint32_t rx_ep_n, rx_hits;
+	/* the peer's next receive ring, from its RING, until we switch */
+	uint64_t peer_next_raddr;
+	uint32_t peer_next_ring, peer_next_rkey;
+	uint64_t idle_rx, idle_tx;  /* rx_tail and tx_posted at the last idle look (resize.c) */
 	uint64_t credit_sent;
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
 		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1,
 		reset_after_tx : 1, /* released with a reset: it goes once the posted data has */
-		tx_fixed : 1;       /* the program chose the send ring's size: it never grows */
+		tx_fixed : 1,       /* the program chose the send ring's size: it never grows */
+		rx_fixed : 1,       /* ... the receive ring's */
+		rx_offered : 1,     /* a RING went out, its RING_ACK has not come */
+		rx_switch : 1,      /* the RING_ACK came: the new ring waits for the reader to step out */
+		rx_limited : 1,     /* the peer used all of its credit since the last one we sent */
+		rx_grew : 1,        /* the last epoch grew the ring: is it worth it? */
+		rx_nogrow : 1,      /* it was not: no more until the connection idles */
+		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
+		on_resized : 1,     /* on h->resized: a ring above its first size, or a move waiting */
+		idle_seen : 1;
 	union sockaddr_any local, peer_addr;
 	/* listener */
 	uint16_t lport;
@@ -215,6 +239,12 @@ struct hub {
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
+	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
+	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */
+	uint32_t nresized, resized_cap;
+	uint32_t nswitch_waiting;   /* of them, moves that wait for a process to step out */
+	uint64_t resize_ms;         /* the last idle look */
+	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
 	int segs_dirty;             /* a pool or a pair went: sweep the segments */
@@ -236,7 +266,8 @@ uint64_t hub_now_ns(void);
 
 /* loop.c */
 int hub_main(int argc, char **argv);
-uint32_t hub_wmem_max(void); /* tcp_wmem's maximum, as a ring size */
+/* tcp_wmem's (tx 1) or tcp_rmem's maximum in this namespace, as a ring size */
+uint32_t hub_mem_max(int tx);
 int hub_doorbells(struct hub *h, struct pool *p); /* drain one pool's; whether any rang */
 void hub_batch_end(struct hub *h);                /* between batches of events */
 
@@ -340,10 +371,6 @@ struct hsock *hsock_by_imm(struct hub *h, uint32_t imm); /* the live socket a ta
 int hsock_rings_alloc(struct hsock *s); /* 0 or -ENOBUFS */
 /* Give ring bytes back to the pool (their pages too, unless pinned). */
 void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size);
-/* Double s's send ring: the new size, or -errno (data.c). */
-int hsock_tx_grow(struct hub *h, struct hsock *s);
-/* The old send ring goes once the writes posted from it completed. */
-void hsock_tx_old_done(struct hsock *s);
 void hsock_uncount(struct hsock *s);    /* no longer one of its link's connections */
 void hsock_slot_release(struct hub *h, struct hsock *s);
 void hsock_free(struct hub *h, struct hsock *s);
@@ -369,6 +396,22 @@ void hsock_release(struct hub *h, struct hsock *s, int abort);
 void hsock_tx(struct hub *h, struct hsock *s);
 void hsock_credit(struct hub *h, struct hsock *s);
 void hsock_shutdown_wr(struct hub *h, struct hsock *s);
+/* resize.c */
+/* Double s's send ring: the new size, or -errno. */
+int hsock_tx_grow(struct hub *h, struct hsock *s);
+/* The old send ring goes once the writes posted from it completed. */
+void hsock_tx_old_done(struct hsock *s);
+/* The credit check's ring: the largest the peer may be writing to. */
+static inline uint64_t hsock_rx_room(const struct hsock *s)
+{
+	return s->rx_room > s->rx_size ? s->rx_room : s->rx_size;
+}
+void hsock_rx_credited(struct hub *h, struct hsock *s); /* a CREDIT went out: grow? */
+void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
+void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
+void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
+void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
+void hub_ring_timers(struct hub *h);      /* moves that waited, rings of idle connections */
 /* route.c */
 void hub_route(struct hub *h, const struct xwc *wc);
 void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len);

@@ -163,7 +163,8 @@ static void hub_loop(struct hub *h)
 			sched_yield();
 		else
 			rang = rang_before_sleep(h);
-		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : 500);
+		/* a ring move that waits for a process to step out is tried again soon */
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : h->nswitch_waiting ? 1 : 500);
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0)
@@ -173,6 +174,7 @@ static void hub_loop(struct hub *h)
 			ev->fn(h, ev, evs[i].events);
 		}
 		hub_link_timers(h);
+		hub_ring_timers(h);
 		hub_batch_end(h);
 	}
 }
@@ -327,14 +329,15 @@ static int hub_open(struct hub *h, int daemon_mode)
 	return -1;
 }
 
-/* tcp_wmem's maximum in this network namespace, as the largest ring size
- * not above it (at most 4 MiB): a send ring grows up to it, as the
- * kernel's send buffer.  Without the file: 128 KiB, no growth. */
-uint32_t hub_wmem_max(void)
+/* tcp_wmem's (tx) or tcp_rmem's maximum in this network namespace, as
+ * the largest ring size not above it (at most 4 MiB): a send or receive
+ * ring grows up to it, as the kernel's buffers.  Without the file: 128
+ * KiB, no growth. */
+uint32_t hub_mem_max(int tx)
 {
 	unsigned long lo = 0, def = 0, top = 0;
 	uint32_t m = ARENA_MIN_RING;
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+	FILE *f = fopen(tx ? "/proc/sys/net/ipv4/tcp_wmem" : "/proc/sys/net/ipv4/tcp_rmem", "r");
 	int n = 0;
 	if (f) {
 		n = fscanf(f, "%lu %lu %lu", &lo, &def, &top);
@@ -344,7 +347,7 @@ uint32_t hub_wmem_max(void)
 		return ARENA_DEFAULT_RING;
 	while (m < ARENA_MAX_RING && (unsigned long)m * 2 <= top)
 		m *= 2;
-	return m;
+	return m < ARENA_DEFAULT_RING ? ARENA_DEFAULT_RING : m;
 }
 
 int hub_main(int argc, char **argv)
@@ -377,7 +380,8 @@ int hub_main(int argc, char **argv)
 		return r;
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
-	h->tx_max = hub_wmem_max();
+	h->tx_max = hub_mem_max(1);
+	h->rx_max = hub_mem_max(0);
 	hub_loop(h);
 	log_info("hub stopping");
 	return 0;

@@ -295,7 +295,6 @@ int hpair_grow(struct hub *h, struct hsock *s)
 	uint64_t size = lp->size[d] * 2, off, head, tail;
 	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
 	uint8_t *base = lp->seg->base;
-	struct iovec iov[2];
 	if (size > h->tx_max || lp->nold[d] == 12)
 		return -ENOSPC;
 	head = ring_load(&pd->r.head);
@@ -304,10 +303,7 @@ int hpair_grow(struct hub *h, struct hsock *s)
 		return -EINVAL;
 	if (!(off = arena_alloc(lp->seg->alloc, size)))
 		return -ENOBUFS;
-	for (int i = 0, n = ring_iov(base + lp->off[d], lp->size[d], head, tail - head, iov); i < n; i++) {
-		ring_copy_in(base + off, size, head, iov[i].iov_base, iov[i].iov_len);
-		head += iov[i].iov_len;
-	}
+	ring_move(base + lp->off[d], lp->size[d], base + off, size, head, tail);
 	lp->old_off[d][lp->nold[d]] = lp->off[d];
 	lp->old_size[d][lp->nold[d]++] = lp->size[d];
 	lp->off[d] = off;

@@ -151,6 +151,7 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	 * its reader stalls (vsock_data.c) */
 	s->tx_size = arena_ring_size(q->txsize);
 	s->tx_fixed = q->txsize != 0;
+	s->rx_fixed = q->rxsize != 0;
 	r->hold = s;
 }
 
@@ -166,6 +167,7 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 	s->rx_size = arena_ring_size(q->rxsize);
 	s->tx_size = arena_ring_size(q->txsize);
 	s->tx_fixed = q->txsize != 0;
+	s->rx_fixed = q->rxsize != 0;
 	s->local = q->local;
 	r->rep.status = hsock_connect(h, s, &q->addr);
 	if (r->rep.status) {

@@ -51,6 +51,7 @@ static void on_credit(struct hub *h, struct link *l, struct hsock *s, const stru
 		return;
 	}
 	s->peer_head = c->val;
+	hsock_peer_switch(s);
 	hsock_tx(h, s);
 }
 
@@ -93,6 +94,12 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		break;
 	case CTL_CREDIT:
 		on_credit(h, l, s, &c);
+		break;
+	case CTL_RING:
+		hsock_on_ring(h, l, s, &c);
+		break;
+	case CTL_RING_ACK:
+		hsock_on_ring_ack(h, l, s, &c);
 		break;
 	}
 }
@@ -147,7 +154,10 @@ static void route_recv_imm(struct hub *h, struct link *wl, const struct xwc *wc)
 		return;
 	}
 	s->rx_tail += wc->byte_len;
-	ring_store(&s->as->rx.tail, s->rx_tail);
+	/* verbs, a receive ring about to move: what landed in the new one
+	 * shows once the reader is there too (resize.c) */
+	if (!s->rx_switch || (wl->x.xp->ops->flags & XP_POSITIONAL))
+		ring_store(&s->as->rx.tail, s->rx_tail);
 	s->bytes_rx += wc->byte_len;
 	s->cq_recv++;
 	wl->cq_recv++;

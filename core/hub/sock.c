@@ -205,6 +205,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 		listener_forget(h, s);
 	hsock_slot_release(h, s);
 	hsock_ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
+	hsock_rings_forget(s);
 	p->nsocks--;
 	if (s->evfd >= 0)
 		close(s->evfd);

@@ -103,12 +103,14 @@ static void json_head(struct sb *s, struct hub *h)
 		  (int)getpid(), h->port);
 	sb_printf(s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
-		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu},",
+		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
+		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
 		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns, nsegs(h),
-		  (unsigned long long)(h->spin_ns / 1000));
+		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
+		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk);
 }
 
 /* "links": one object each */
@@ -212,6 +214,9 @@ static void text_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, nsegs(h));
+	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu\n",
+		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,
+		  (unsigned long long)h->tx_shrunk);
 	sb_printf(s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up, "
 		  "%llu ns of routing each\n", (unsigned long long)h->handoffs,
 		  (unsigned long long)(h->handoffs ? h->handoff_ns / h->handoffs : 0),

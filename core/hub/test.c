@@ -28,6 +28,7 @@ struct hub *hub_test_new(void)
 	h->port = HUB_DEFAULT_PORT;
 	h->mode = HUB_SOFT;
 	h->tx_max = ARENA_MAX_RING;
+	h->rx_max = ARENA_MAX_RING;
 	h->lfd = -1;
 	the_hub = h;
 	return h;

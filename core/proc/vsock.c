@@ -346,7 +346,7 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how)
 	if (how != SHUT_RD) {
 		if (atomic_fetch_or(&as->flags, SLOTF_TX_SHUT) & SLOTF_TX_SHUT)
 			return 0;
-		vs_lock(&as->tx_lock); /* a writer in the middle of a copy finishes first */
+		vs_lock(&as->tx_lock, &as->tx_in); /* a writer in the middle of a copy finishes first */
 		pthread_mutex_unlock(&as->tx_lock);
 	}
 	ret = cl_rpc(&q, &r, -1);

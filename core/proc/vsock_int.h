@@ -67,10 +67,39 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns) VS_HIDDEN;
 void vs_rx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
 void vs_tx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
 
-static inline void vs_lock(pthread_mutex_t *m)
+/* The ring lock of a slot (IN: the word that says its holder uses the
+ * ring, below).  Its owner died mid-copy: the counters were not moved,
+ * and it is in the ring no longer. */
+static inline void vs_lock(pthread_mutex_t *m, _Atomic uint32_t *in)
 {
-	if (pthread_mutex_lock(m) == EOWNERDEAD)
-		pthread_mutex_consistent(m); /* its owner died mid-copy: the counters were not moved */
+	if (pthread_mutex_lock(m) == EOWNERDEAD) {
+		pthread_mutex_consistent(m);
+		atomic_store(in, 0);
+	}
+}
+
+/* A link's ring may be moved by the hub of its own accord (a receive
+ * ring that grows or shrinks, an idle send ring): the lock's holder says
+ * it is in the ring while it uses its geometry and bytes, and steps out
+ * before it waits.  The hub moves only while nobody is in; while it
+ * moves, which takes one copy, the holder waits for it
+ * (core/hub/resize.c).  Same-node rings never move so: their words stay
+ * untouched. */
+static inline void vs_ring_enter(_Atomic uint32_t *in, _Atomic uint32_t *hold)
+{
+	for (;;) {
+		atomic_store(in, 1); /* seq_cst: before the load, as the hub's store before its load */
+		if (__builtin_expect(!atomic_load(hold), 1))
+			return;
+		atomic_store_explicit(in, 0, memory_order_release);
+		while (atomic_load_explicit(hold, memory_order_acquire))
+			sched_yield();
+	}
+}
+
+static inline void vs_ring_leave(_Atomic uint32_t *in)
+{
+	atomic_store_explicit(in, 0, memory_order_release);
 }
 
 static inline void vs_ring_bell(uint32_t slot, uint32_t op)

@@ -82,7 +82,12 @@ struct arena_slot {
 	uint32_t pair_seg, pair_tx, pair_rx;
 	union sockaddr_any local, peer;
 	pthread_mutex_t rx_lock, tx_lock; /* robust, process-shared */
-	uint8_t pad[44];
+	/* a ring the hub moves of its own accord (core/hub/resize.c): the
+	 * reader (writer) that holds rx_lock (tx_lock) sets rx_in (tx_in)
+	 * while it uses the ring's geometry and bytes; the hub sets rx_hold
+	 * (tx_hold), then moves the ring only if the process is not in */
+	_Atomic uint32_t rx_in, rx_hold, tx_in, tx_hold;
+	uint8_t pad[28];
 } __attribute__((aligned(64)));
 
 struct arena_hdr {

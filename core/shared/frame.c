@@ -129,7 +129,7 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 	c->src_port = get16(in + 56);
 	c->reason = get16(in + 58);
 	c->rkey = get32(in + 60);
-	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT) {
+	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT && c->op != CTL_RING) {
 		*why = "reserved control bits set";
 		return -1;
 	}
@@ -154,9 +154,16 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 		else if (c->reason != REFUSE_NO_LISTENER && c->reason != REFUSE_NO_SPACE)
 			*why = "REFUSE with unknown reason";
 		break;
+	case CTL_RING:
+		if (c->dst == 0 || c->src == 0)
+			*why = "RING with bad socket ids";
+		else if (!ring_size_ok(c->ring))
+			*why = "RING with impossible ring size";
+		break;
 	case CTL_FIN:
 	case CTL_RESET:
 	case CTL_CREDIT:
+	case CTL_RING_ACK:
 		if (c->dst == 0)
 			*why = "control message without destination";
 		break;
@@ -210,6 +217,6 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK"};
 	return op <= CTL_MAX ? n[op] : "?";
 }

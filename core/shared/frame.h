@@ -21,7 +21,7 @@
 #include "arena.h"
 
 #define WIRE_MAGIC 0x52534852u     /* "RSHR" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_HELLO_LEN 24
 #define WIRE_CTL_LEN 64
 #define WIRE_FRAME_LEN 24
@@ -55,7 +55,11 @@ enum wire_op {
 	CTL_RESET = 5,   /* dst: connection aborted */
 	CTL_CREDIT = 6,  /* dst: val = receive ring head, bytes consumed */
 	CTL_PING = 7,    /* dst 0: keepalive of an idle link, nothing to answer */
-	CTL_MAX = CTL_PING
+	CTL_RING = 8,    /* dst: the sender's receive ring changes: ring = new size,
+			    val/rkey = its address and key (verbs) */
+	CTL_RING_ACK = 9, /* dst: val = the stream position from which writes
+			     went to the new ring (answers RING) */
+	CTL_MAX = CTL_RING_ACK
 };
 
 enum wire_refuse { REFUSE_NO_LISTENER = 1, REFUSE_NO_SPACE = 2 };
@@ -66,14 +70,14 @@ struct wire_ctl {
 	uint16_t port;     /* CONNECT: destination port */
 	uint32_t dst;      /* destination socket (tag_imm form), 0 for CONNECT */
 	uint32_t src;      /* sending socket (tag_imm form) */
-	uint32_t ring;     /* CONNECT/ACCEPT: sender's receive ring size */
+	uint32_t ring;     /* CONNECT/ACCEPT/RING: sender's receive ring size */
 	uint64_t val;      /* CREDIT: receive ring head; CONNECT/ACCEPT: the
 			      sender's receive ring address (verbs; 0 on soft) */
 	uint8_t addr_a[16];
 	uint8_t addr_b[16];
 	uint16_t src_port;
 	uint16_t reason;
-	uint32_t rkey;     /* CONNECT/ACCEPT: key of the sender's receive ring (verbs) */
+	uint32_t rkey;     /* CONNECT/ACCEPT/RING: key of the sender's receive ring (verbs) */
 };
 
 void wire_frame_encode(const struct wire_frame *f, uint8_t out[WIRE_FRAME_LEN]);

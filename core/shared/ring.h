@@ -82,4 +82,18 @@ static inline void ring_copy_out(const uint8_t *base, uint64_t size, uint64_t po
 	}
 }
 
+/* Copy stream positions [pos, end) of a ring of size fsize at from into
+ * a ring of size tsize at to, at the same positions (a ring that changes
+ * size keeps its counters). */
+static inline void ring_move(const uint8_t *from, uint64_t fsize, uint8_t *to, uint64_t tsize, uint64_t pos,
+			     uint64_t end)
+{
+	struct iovec v[2];
+	int n = ring_iov((uint8_t *)from, fsize, pos, end - pos, v);
+	for (int i = 0; i < n; i++) {
+		ring_copy_in(to, tsize, pos, v[i].iov_base, v[i].iov_len);
+		pos += v[i].iov_len;
+	}
+}
+
 #endif

@@ -1,0 +1,402 @@
+/*
+ * resize.c - rings that change size, as the kernel's socket buffers do:
+ * send rings that grow under a blocked writer, receive rings that grow
+ * when the credit is what holds a connection back, both back to their
+ * first size when the connection idles, and the exchange that makes the
+ * sender's credit follow the receiver's ring.
+ *
+ * A ring keeps its stream positions when it moves: the bytes still in it
+ * are copied to the new ring at the same positions, and only its place
+ * (the slot's off and size, the size stored last) changes.  A move the
+ * process did not ask for waits until the process is not using the ring:
+ * the process sets rx_in or tx_in while it does (vsock_data.c), the hub
+ * sets rx_hold or tx_hold and moves only when the other word is clear,
+ * else it tries again soon.  A process that never steps out only keeps
+ * its own rings as they are.
+ *
+ * A receive ring on a link changes in two steps, so that the peer never
+ * writes where we do not expect it.  We offer the new ring (RING: size,
+ * and on verbs its address and key).  The peer's hub answers RING_ACK
+ * with the stream position Q from which it writes to the new ring, once
+ * the bytes it has in flight fit in the new size (at once when it grows);
+ * until then it holds to the smaller of the two windows.  When RING_ACK
+ * comes, every write before Q has arrived (the link keeps order), so we
+ * move [head, Q) into the new ring and let the reader see it; on verbs
+ * the writes from Q on landed in the new ring already, so their tail is
+ * not shown before the move.  On soft, where the hub places each write
+ * itself, a ring that grows moves at once, before it is offered.
+ * Credit is checked against the larger ring while one is in the making.
+ */
+#include "hub.h"
+
+#include "log.h"
+#include "tag.h"
+
+/* a receive ring's growth: credits an epoch, and how many of them must
+ * find the ring what held the connection back (hsock_rx_credited) */
+#define RX_EPOCH 16
+#define RX_GROW_HITS 4
+/* an idle connection: nothing moved for this long, its rings go back */
+#define RESIZE_IDLE_MS 1000
+
+/* ---- the process's side of a move ---- */
+
+static int gate_take(_Atomic uint32_t *in, _Atomic uint32_t *hold)
+{
+	atomic_store(hold, 1); /* seq_cst: before the load, as the process's store before its load */
+	if (!atomic_load(in))
+		return 1;
+	atomic_store_explicit(hold, 0, memory_order_release);
+	return 0;
+}
+
+static void gate_give(_Atomic uint32_t *hold)
+{
+	atomic_store_explicit(hold, 0, memory_order_release);
+}
+
+static void resized_add(struct hub *h, struct hsock *s)
+{
+	if (!s->on_resized && sid_push(&h->resized, &h->nresized, &h->resized_cap, s->sid) == 0)
+		s->on_resized = 1;
+}
+
+/* ---- a send ring that grows ----
+ * A writer that finds its send ring full and its reader stalled asks for
+ * one twice the size (MSG_TXGROW), up to tcp_wmem's maximum.  The bytes
+ * not yet completed move to the new ring; the writes already posted read
+ * the old ring until they complete, so it stays until then.  The writer
+ * holds the ring's lock and waits for the reply: nobody writes meanwhile. */
+
+void hsock_tx_old_done(struct hsock *s)
+{
+	if (s->tx_done < s->tx_old_until)
+		return;
+	hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_old_off, s->tx_old_size);
+	s->tx_old_off = s->tx_old_size = 0;
+}
+
+/* A new send ring of SIZE for s at *off (and its key on verbs): 0 or -errno. */
+static int tx_alloc(struct hub *h, struct hsock *s, uint64_t size, uint64_t *off, uint32_t *lkey)
+{
+	uint32_t unused;
+	if (!(*off = arena_alloc(s->pool->tx_alloc, size)))
+		return -ENOBUFS;
+	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+		int r = pool_keys(h, s->pool, *off, size, 0, lkey, &unused);
+		if (r < 0) {
+			arena_release(s->pool->tx_alloc, *off, size);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void tx_place(struct hsock *s, uint64_t off, uint64_t size, uint32_t lkey)
+{
+	s->tx_off = off;
+	s->tx_size = size;
+	s->tx_lkey = lkey;
+	s->as->tx.off = off;
+	__atomic_store_n(&s->as->tx.size, size, __ATOMIC_RELEASE);
+}
+
+int hsock_tx_grow(struct hub *h, struct hsock *s)
+{
+	uint64_t size = s->tx_size * 2, off, tail;
+	uint32_t lkey = s->tx_lkey;
+	int r;
+	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
+		r = hpair_grow(h, s); /* same node: the one ring both sides use */
+		h->tx_grown += r > 0;
+		return r;
+	}
+	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
+		return -EPERM;
+	if (size > h->tx_max)
+		return -ENOSPC;
+	if (s->tx_old_size)
+		return -EBUSY; /* the last one's old ring is still read */
+	tail = ring_load(&s->as->tx.tail);
+	if (!ring_sane(s->tx_done, tail, s->tx_size))
+		return -EINVAL;
+	if ((r = tx_alloc(h, s, size, &off, &lkey)) < 0)
+		return r;
+	ring_move(arena_bytes(s->pool->base, s->tx_off), s->tx_size, arena_bytes(s->pool->base, off), size,
+		  s->tx_done, tail);
+	if (s->tx_posted > s->tx_done) {
+		s->tx_old_off = s->tx_off;
+		s->tx_old_size = s->tx_size;
+		s->tx_old_until = s->tx_posted;
+	} else {
+		hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
+	}
+	tx_place(s, off, size, lkey);
+	resized_add(h, s);
+	h->tx_grown++;
+	return (int)size;
+}
+
+/* An idle send ring back to its first size: only when empty, nothing in
+ * flight, and no writer in it. */
+static void tx_shrink(struct hub *h, struct hsock *s)
+{
+	uint64_t off, size = ARENA_DEFAULT_RING;
+	uint32_t lkey = s->tx_lkey;
+	if (s->tx_size <= size || s->tx_fixed || s->tx_old_size || s->fin_pending ||
+	    s->tx_posted != s->tx_done || ring_load(&s->as->tx.tail) != s->tx_done)
+		return;
+	if (!gate_take(&s->as->tx_in, &s->as->tx_hold))
+		return;
+	if (ring_load(&s->as->tx.tail) == s->tx_done && tx_alloc(h, s, size, &off, &lkey) == 0) {
+		hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
+		tx_place(s, off, size, lkey);
+		h->tx_shrunk++;
+		log_debug("socket %u: idle send ring back to %llu bytes", s->sid, (unsigned long long)size);
+	}
+	gate_give(&s->as->tx_hold);
+}
+
+/* ---- a receive ring that changes size ---- */
+
+static int positional(const struct hsock *s)
+{
+	return (s->link->x.xp->ops->flags & XP_POSITIONAL) != 0;
+}
+
+/* Move the receive ring of s to the one waiting (rx_next_*), with the
+ * unread bytes up to END; 1 done, 0 the reader is in (try again). */
+static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
+{
+	struct arena_slot *as = s->as;
+	uint64_t head;
+	if (!gate_take(&as->rx_in, &as->rx_hold))
+		return 0;
+	if (s->rx_next_size > s->rx_size)
+		h->rx_grown++;
+	else
+		h->rx_shrunk++;
+	head = ring_load(&as->rx.head);
+	if (!ring_sane(head, end, s->rx_size) || end - head > s->rx_next_size)
+		head = end - (end - head > s->rx_next_size ? s->rx_next_size : end - head);
+	ring_move(arena_bytes(s->pool->base, s->rx_off), s->rx_size, arena_bytes(s->pool->base, s->rx_next_off),
+		  s->rx_next_size, head, end);
+	hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_off, s->rx_size);
+	s->rx_off = s->rx_next_off;
+	s->rx_size = s->rx_next_size;
+	s->rx_rkey = s->rx_next_rkey;
+	s->rx_next_off = s->rx_next_size = 0;
+	as->rx.off = s->rx_off;
+	__atomic_store_n(&as->rx.size, s->rx_size, __ATOMIC_RELEASE);
+	gate_give(&as->rx_hold);
+	if (s->rx_size > ARENA_DEFAULT_RING)
+		resized_add(h, s);
+	log_debug("socket %u: receive ring now %llu bytes", s->sid, (unsigned long long)s->rx_size);
+	return 1;
+}
+
+/* The switch that RING_ACK allowed, once the reader is out; its held tail
+ * shown then.  1 when done. */
+static int rx_switch(struct hub *h, struct hsock *s)
+{
+	uint64_t end = positional(s) ? s->rx_expect : s->rx_switch_at;
+	if (!rx_move(h, s, end))
+		return 0;
+	s->rx_switch = 0;
+	h->nswitch_waiting--;
+	s->rx_room = s->rx_size;
+	ring_store(&s->as->rx.tail, s->rx_tail);
+	hsock_wake(s);
+	return 1;
+}
+
+/* Offer the peer a receive ring of SIZE for s: 1 when it went out. */
+static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
+{
+	struct wire_ctl c = {.op = CTL_RING, .dst = s->peer, .src = tag_imm(s->sid, s->gen), .ring = (uint32_t)size};
+	uint64_t off;
+	uint32_t rkey = 0, unused;
+	if (s->state != HS_ESTABLISHED || !s->as || s->lp || !s->link || s->link->state != LINK_UP || s->rx_fixed ||
+	    s->rx_offered || s->rx_switch || s->rx_fin || size == s->rx_size)
+		return 0;
+	if (!(off = arena_alloc(s->pool->rx_alloc, size)))
+		return 0;
+	if (!positional(s) && pool_keys(h, s->pool, off, size, 1, &unused, &rkey) < 0) {
+		arena_release(s->pool->rx_alloc, off, size);
+		return 0;
+	}
+	s->rx_next_off = off;
+	s->rx_next_size = size;
+	s->rx_next_rkey = rkey;
+	if (positional(s) && size > s->rx_size) {
+		/* soft, growing: the hub places every write itself, so the
+		 * ring moves now, and the peer only learns of more credit */
+		if (!rx_move(h, s, s->rx_expect)) {
+			hsock_ring_free(s->pool, s->pool->rx_alloc, off, size);
+			s->rx_next_off = s->rx_next_size = 0;
+			return 0;
+		}
+	} else {
+		c.val = positional(s) ? 0 : (uint64_t)(uintptr_t)arena_bytes(s->pool->base, off);
+		c.rkey = rkey;
+	}
+	s->rx_room = size > s->rx_size ? size : s->rx_size;
+	s->rx_offered = 1;
+	/* the peer switches once what it has in flight fits: it must know
+	 * all the reader took, not only up to its last quarter */
+	if (s->rx_next_off)
+		hsock_credit(h, s);
+	link_send_ctl(s->link, &c, 0);
+	return 1;
+}
+
+/* Whether a receive ring should grow: by epochs of RX_EPOCH credits.  A
+ * ring grows after an epoch in which the peer used all of its credit
+ * and the reader had taken half of it back before the peer could send
+ * more, RX_GROW_HITS times: the ring, not the reader, held the
+ * connection back.  A growth is kept only when the next epoch moved
+ * more bytes per second than the one before it (a larger ring is colder
+ * in cache, and on soft the link's own TCP buffers cover the round
+ * trip); else the ring goes back to the size before and grows no more
+ * until the connection idles. */
+void hsock_rx_credited(struct hub *h, struct hsock *s)
+{
+	uint64_t head = ring_load(&s->as->rx.head), now, rate;
+	if (s->rx_limited && s->rx_tail - head <= s->rx_size / 2)
+		s->rx_hits++;
+	s->rx_limited = 0;
+	if (++s->rx_ep_n < RX_EPOCH)
+		return;
+	now = hub_now_ns();
+	rate = now > s->rx_ep_t0 ? (head - s->rx_ep_h0) * 1000000u / (now - s->rx_ep_t0) : 0; /* bytes a ms */
+	if (s->rx_ep_t0 && s->rx_grew) {
+		s->rx_grew = 0;
+		if (rate < s->rx_prev_rate + s->rx_prev_rate / 16 && rx_offer(h, s, s->rx_size / 2))
+			s->rx_nogrow = 1;
+	} else if (s->rx_ep_t0 && !s->rx_nogrow && s->rx_hits >= RX_GROW_HITS && s->rx_size < h->rx_max) {
+		s->rx_grew = rx_offer(h, s, s->rx_size * 2);
+	}
+	s->rx_prev_rate = rate;
+	s->rx_ep_t0 = now;
+	s->rx_ep_h0 = head;
+	s->rx_ep_n = s->rx_hits = 0;
+}
+
+void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
+{
+	/* every write before the position came before this (the link
+	 * keeps order), and none after it */
+	const char *why = !s->rx_offered                                        ? "RING_ACK without RING"
+			  : c->val != s->rx_tail                                 ? "RING_ACK at another position"
+			  : s->rx_next_off && c->val > s->credit_sent + s->rx_next_size ? "RING_ACK beyond the new ring"
+										       : NULL;
+	if (why) {
+		h->malformed++;
+		hub_link_fail(&l->x, why);
+		return;
+	}
+	s->rx_offered = 0;
+	if (!s->rx_next_off) { /* it moved already */
+		s->rx_room = s->rx_size;
+		return;
+	}
+	if (!s->as) { /* closed meanwhile: nothing to read any more */
+		hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
+		s->rx_next_off = s->rx_next_size = 0;
+		return;
+	}
+	s->rx_switch_at = c->val;
+	s->rx_switch = 1;
+	h->nswitch_waiting++;
+	if (!rx_switch(h, s))
+		resized_add(h, s);
+}
+
+/* ---- the peer's receive ring ---- */
+
+void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
+{
+	if (s->peer_next || (!(l->x.xp->ops->flags & XP_POSITIONAL) && !c->val)) {
+		h->malformed++;
+		hub_link_fail(&l->x, s->peer_next ? "RING while one is under way" : "RING without an address");
+		return;
+	}
+	s->peer_next_ring = c->ring;
+	s->peer_next_raddr = c->val;
+	s->peer_next_rkey = c->rkey;
+	s->peer_next = 1;
+	hsock_peer_switch(s);
+	hsock_tx(h, s);
+}
+
+void hsock_peer_switch(struct hsock *s)
+{
+	struct wire_ctl c = {.op = CTL_RING_ACK, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+	if (!s->peer_next || !s->link || s->link->state != LINK_UP || s->tx_posted - s->peer_head > s->peer_next_ring)
+		return;
+	s->peer_next = 0;
+	s->peer_ring = s->peer_next_ring;
+	s->peer_raddr = s->peer_next_raddr;
+	s->peer_rkey = s->peer_next_rkey;
+	c.val = s->tx_posted; /* before any write to the new ring, after every one to the old */
+	link_send_ctl(s->link, &c, 0);
+}
+
+void hsock_rings_forget(struct hsock *s)
+{
+	if (s->rx_next_off)
+		hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
+	s->rx_next_off = s->rx_next_size = 0;
+	if (s->rx_switch)
+		the_hub->nswitch_waiting--;
+	s->rx_switch = 0;
+}
+
+/* ---- timers ---- */
+
+/* An idle connection's rings back to their first size. */
+static void idle_look(struct hub *h, struct hsock *s)
+{
+	if (s->rx_tail != s->idle_rx || s->tx_posted != s->idle_tx || !s->idle_seen) {
+		s->idle_rx = s->rx_tail;
+		s->idle_tx = s->tx_posted;
+		s->idle_seen = 1;
+		return;
+	}
+	s->rx_nogrow = 0; /* the next burst may try again */
+	if (s->rx_size > ARENA_DEFAULT_RING && ring_load(&s->as->rx.head) == s->rx_tail)
+		rx_offer(h, s, ARENA_DEFAULT_RING);
+	tx_shrink(h, s);
+}
+
+void hub_ring_timers(struct hub *h)
+{
+	uint64_t now;
+	int look = 0;
+	if (!h->nresized)
+		return;
+	now = hub_now_ms();
+	if (now - h->resize_ms >= RESIZE_IDLE_MS) {
+		h->resize_ms = now;
+		look = 1;
+	} else if (!h->nswitch_waiting) {
+		return;
+	}
+	for (uint32_t i = 0; i < h->nresized;) {
+		struct hsock *s = h->socks[h->resized[i]];
+		int keep;
+		if (s && s->rx_switch)
+			rx_switch(h, s);
+		if (s && look && s->state == HS_ESTABLISHED && s->as && s->link && !s->lp)
+			idle_look(h, s);
+		keep = s && s->as && !s->lp && (s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING ||
+						 (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
+		if (keep) {
+			i++;
+			continue;
+		}
+		if (s)
+			s->on_resized = 0;
+		h->resized[i] = h->resized[--h->nresized];
+	}
+}
