@@ -385,8 +385,12 @@ void hub_ring_timers(struct hub *h)
 	for (uint32_t i = 0; i < h->nresized;) {
 		struct hsock *s = h->socks[h->resized[i]];
 		int keep;
-		if (s && s->rx_switch)
-			rx_switch(h, s);
+		if (s && s->rx_switch) {
+			if (s->as)
+				rx_switch(h, s);
+			else
+				hsock_rings_forget(s); /* closed meanwhile: nobody reads */
+		}
 		if (s && look && s->state == HS_ESTABLISHED && s->as && s->link && !s->lp)
 			idle_look(h, s);
 		keep = s && s->as && !s->lp && (s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING ||

@@ -247,6 +247,32 @@ for seed in 1 2 3 4 6; do
 		bash -c "{ '$B/tests/diff-stream' -c $seed '$A_ADDR' PORT; sleep 3; grep -v '^ready' '$T/s-PORT.out'; } | sort"
 done
 
+# 2f. Rings that follow the load over verbs (tests/ring-resize.c): a
+# reader that stalls for 2 s, so that the blocked writer's send ring
+# grows, then reads 64 MiB as fast as it can (its receive ring grows
+# where the credit held it back: the new ring's address and key reach
+# the peer in RING, and it writes there from the position of its
+# RING_ACK), then 4 s idle, in which both rings go back to 128 KiB (a
+# receive ring moves the same two-step way), then 1 MiB more.
+on hubA "$B/tests/ring-resize" server 7600 2 >"$T/rr-s.out" 2>"$T/rr-s.err" &
+rrs=$!
+pids+=($!)
+wait_line "$T/rr-s.out" '^listening' 1 30
+on hubB "$B/tests/ring-resize" client "$A_ADDR" 7600 64 4 >"$T/rr-c.out" 2>"$T/rr-c.err" &
+rrc=$!
+wait_line "$T/rr-c.out" '^client sent' 1 120
+sleep 3
+rr_rx=$(stat_of hubA | jq '[.sockets[] | select(.state == "established")][0].rx_ring // 0')
+rr_tx=$(stat_of hubB | jq '[.sockets[] | select(.state == "established")][0].tx_ring // 0')
+wait "$rrc"; wait "$rrs"
+rr_a=$(stat_of hubA | jq -r '.counters | "\(.rx_rings_grown) \(.rx_rings_shrunk)"')
+rr_b=$(stat_of hubB | jq -r '.counters | "\(.tx_rings_grown) \(.tx_rings_shrunk)"')
+echo "# rings over verbs: receive grown/shrunk $rr_a, send grown/shrunk $rr_b; idle rx $rr_rx tx $rr_tx; $(cat "$T/rr-s.out" | tail -1)"
+check "rings over verbs: the blocked writer's send ring grew and every byte arrived in order" \
+	bash -c "grep -q 'bytes=68157440 verified=1' '$T/rr-s.out' && [ '${rr_b%% *}' -ge 1 ]"
+check "rings over verbs: both went back to 128 KiB while the connection idled ($rr_rx, $rr_tx)" \
+	test "$rr_rx" = 131072 -a "$rr_tx" = 131072
+
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.
