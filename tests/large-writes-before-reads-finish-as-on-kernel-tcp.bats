@@ -7,8 +7,10 @@
 # up to tcp_wmem's maximum (on one node, the one ring of the direction), so
 # the same clients finish the same way, in front of a fork-per-connection
 # server that execs its worker (socat fork EXEC:cat) and a pre-fork one
-# (echo-server), across two nodes and within one.  The hubs' stat proves
-# the rshare runs took the link, or the same-node path.
+# (echo-server), across two nodes and within one.  Both ends nonblocking,
+# each sending 512 KiB before it reads, finish too: the hub grows the full
+# ring of a writer that waits in poll.  The hubs' stat proves the rshare
+# runs took the link, or the same-node path.
 
 load lib
 
@@ -82,4 +84,31 @@ check_link() {
 	rs_stat "$NS_A" >"$RS_TMP/statA.json"
 	rs_jq_check "the rshare run took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
 		$a[0] as $A | fail($A.counters.local_connects >= 4; "local_connects \($A.counters.local_connects)")'
+}
+
+# xchg NAME PORT [--rshare]: both ends nonblocking, 512 KiB each way
+# before either reads (tests/nonblocking-exchange.c); their lines in $out
+xchg() {
+	local name=$1 port=$2 pre=${3:-}
+	rs_bg "$name" "$NS_A" $pre "$RS_BIN/nonblocking-exchange" server "$port" 524288
+	rs_wait_file "$RS_TMP/$name.out" '^ready' 1 10
+	out=$(RS_TIMEOUT=60 rs_exec "$NS_B" $pre "$RS_BIN/nonblocking-exchange" client $ADDR_A "$port" 524288)
+	rs_wait_pid "$(cat "$RS_TMP/$name.pid")" 30 || true
+	out="$out / $(grep -v '^ready' "$RS_TMP/$name.out")"
+}
+
+@test "large writes before reads: both ends nonblocking, 512 KiB each way before reading, as on kernel TCP" {
+	local tcp
+	xchg k-xchg 7607
+	tcp=$out
+	[[ $tcp == "client ok 524288 / server ok 524288" ]] || rs_fail "kernel TCP: '$tcp'"
+	# a nonblocking writer waits in poll, not in send: the hub watches its
+	# full ring and grows it when the reader stalls
+	xchg r-xchg 7608 --rshare
+	[[ $out == "$tcp" ]] || rs_fail "rshare: '$out', kernel TCP: '$tcp'"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the send ring grew on the link" --slurpfile b "$RS_TMP/statB.json" '
+		$b[0] as $B |
+		fail($B.counters.tx_rings_grown >= 1; "tx_rings_grown \($B.counters.tx_rings_grown)"),
+		fail(($B.links[0].bytes_tx // 0) >= 524288; "B link sent \($B.links[0].bytes_tx) bytes")'
 }

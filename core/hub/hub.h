@@ -179,6 +179,7 @@ struct hsock {
 	uint64_t peer_next_raddr;
 	uint32_t peer_next_ring, peer_next_rkey;
 	uint64_t idle_rx, idle_tx;  /* rx_tail and tx_posted at the last idle look (resize.c) */
+	uint64_t tx_watch_head, tx_watch_ms; /* a nonblocking writer's full ring: since when, and where */
 	uint64_t credit_sent;
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
@@ -194,7 +195,8 @@ struct hsock {
 		rx_nogrow : 1,      /* it was not: no more until the connection idles */
 		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
 		on_resized : 1,     /* on h->resized: a ring above its first size, or a move waiting */
-		idle_seen : 1;
+		idle_seen : 1,
+		tx_watch : 1;       /* a nonblocking writer waits for room: the hub watches its ring */
 	union sockaddr_any local, peer_addr;
 	/* listener */
 	uint16_t lport;
@@ -243,6 +245,7 @@ struct hub {
 	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */
 	uint32_t nresized, resized_cap;
 	uint32_t nswitch_waiting;   /* of them, moves that wait for a process to step out */
+	uint32_t ntx_watch;         /* ... and full send rings of nonblocking writers watched */
 	uint64_t resize_ms;         /* the last idle look */
 	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
 	struct pairseg *segs;       /* pair segments (pair.c) */
@@ -411,6 +414,7 @@ void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct 
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
+void hsock_tx_watch(struct hub *h, struct hsock *s); /* a nonblocking writer found its ring full */
 void hub_ring_timers(struct hub *h);      /* moves that waited, rings of idle connections */
 /* route.c */
 void hub_route(struct hub *h, const struct xwc *wc);

@@ -62,8 +62,10 @@ int hub_doorbells(struct hub *h, struct pool *p)
 			}
 			if (ops & SLOTOP_CREDIT)
 				hsock_credit(h, s);
-			if ((ops & SLOTOP_POLL) && s->poll_h >= 0)
+			if ((ops & SLOTOP_POLL) && s->poll_h >= 0) {
 				hpoll_reflect(s);
+				hsock_tx_watch(h, s);
+			}
 		}
 	}
 	return rang;
@@ -163,8 +165,9 @@ static void hub_loop(struct hub *h)
 			sched_yield();
 		else
 			rang = rang_before_sleep(h);
-		/* a ring move that waits for a process to step out is tried again soon */
-		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : h->nswitch_waiting ? 1 : 500);
+		/* a ring move that waits for a process to step out is tried
+		 * again soon, and a watched full ring looked at (resize.c) */
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0)

@@ -157,6 +157,53 @@ static void tx_shrink(struct hub *h, struct hsock *s)
 	gate_give(&s->as->tx_hold);
 }
 
+/* A nonblocking writer that found its send ring full waits in poll or
+ * epoll on its readiness descriptor, not in a call that could ask for a
+ * larger ring: it says so (tx_blk, and a POLL bell), and the hub watches
+ * the ring.  When its reader has taken nothing for TX_STALL_MS, the hub
+ * grows it as for a blocked writer (the writer is out of the ring: it
+ * waits) and makes the descriptor writable: the writer's next edge. */
+#define TX_STALL_MS 10
+
+static void watch_end(struct hub *h, struct hsock *s)
+{
+	if (!s->tx_watch)
+		return;
+	s->tx_watch = 0;
+	h->ntx_watch--;
+}
+
+void hsock_tx_watch(struct hub *h, struct hsock *s)
+{
+	if (s->tx_watch || s->lp || !s->link || s->tx_fixed || s->fin_pending || s->tx_size >= h->tx_max ||
+	    s->state != HS_ESTABLISHED || !s->as || !atomic_load(&s->as->tx_blk))
+		return;
+	s->tx_watch = 1;
+	s->tx_watch_head = s->tx_done;
+	s->tx_watch_ms = hub_now_ms();
+	h->ntx_watch++;
+	resized_add(h, s);
+}
+
+static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
+{
+	int r;
+	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) || s->tx_done != s->tx_watch_head ||
+	    ring_load(&s->as->tx.tail) - s->tx_done < s->tx_size) {
+		watch_end(h, s); /* writable again, or its reader reads: not stalled */
+		return;
+	}
+	if (now - s->tx_watch_ms < TX_STALL_MS || !gate_take(&s->as->tx_in, &s->as->tx_hold))
+		return;
+	r = hsock_tx_grow(h, s);
+	gate_give(&s->as->tx_hold);
+	if (r == -EBUSY)
+		return; /* the last growth's old ring is still read: later */
+	watch_end(h, s);
+	if (r > 0 && s->poll_h >= 0)
+		hpoll_reflect(s);
+}
+
 /* ---- a receive ring that changes size ---- */
 
 static int positional(const struct hsock *s)
@@ -344,6 +391,7 @@ void hsock_peer_switch(struct hsock *s)
 
 void hsock_rings_forget(struct hsock *s)
 {
+	watch_end(the_hub, s);
 	if (s->rx_next_off)
 		hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
 	s->rx_next_off = s->rx_next_size = 0;
@@ -379,7 +427,7 @@ void hub_ring_timers(struct hub *h)
 	if (now - h->resize_ms >= RESIZE_IDLE_MS) {
 		h->resize_ms = now;
 		look = 1;
-	} else if (!h->nswitch_waiting) {
+	} else if (!h->nswitch_waiting && !h->ntx_watch) {
 		return;
 	}
 	for (uint32_t i = 0; i < h->nresized;) {
@@ -391,9 +439,11 @@ void hub_ring_timers(struct hub *h)
 			else
 				hsock_rings_forget(s); /* closed meanwhile: nobody reads */
 		}
+		if (s && s->tx_watch)
+			watch_look(h, s, now);
 		if (s && look && s->state == HS_ESTABLISHED && s->as && s->link && !s->lp)
 			idle_look(h, s);
-		keep = s && s->as && !s->lp && (s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING ||
+		keep = s && s->as && !s->lp && (s->rx_switch || s->rx_offered || s->tx_watch || s->rx_size > ARENA_DEFAULT_RING ||
 						 (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
 		if (keep) {
 			i++;
