@@ -1,6 +1,7 @@
 /*
  * resize.c - rings that change size, as the kernel's socket buffers do:
- * send rings that grow under a blocked writer, receive rings that grow
+ * send rings that grow under a writer whose reader stalled (blocked in
+ * send, or waiting in poll for room), receive rings that grow
  * when the credit is what holds a connection back, both back to their
  * first size when the connection idles, and the exchange that makes the
  * sender's credit follow the receiver's ring.
