@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # A connection's rings follow its load, as the kernel's socket buffers do
 # (tests/ring-resize.c: one connection, a reader that stalls for 2 s and
-# then reads 256 MiB as fast as it can, then 4 s of idle, then 1 MiB more):
+# then reads 256 MiB as fast as it can, then 8 s of idle, then 1 MiB more):
 #   - the writer, blocked by the stalled reader, gets a larger send ring;
 #   - the receive ring grows where its credit held the fast reader back
 #     (the sending hub learns of it, RING and RING_ACK of
@@ -10,7 +10,8 @@
 #   - both go back to their first size (128 KiB) once the connection
 #     idles, and carry the last 1 MiB after that;
 #   - every byte verified.
-# SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
+# On the same node the direction's one ring grows under the blocked
+# writer and goes back the same way.  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
 # the same program reports on kernel TCP.  The hubs' stat shows the sizes
 # and the ring moves; the link carried the bytes.
 
@@ -26,9 +27,10 @@ teardown() {
 	rs_teardown
 }
 
-# sock KEY NS: KEY of the established socket of NS
+# sock KEY NS: KEY of the established socket of NS (on the same node:
+# the larger of the two)
 sock() {
-	rs_stat "$2" | jq -r --arg k "$1" '[.sockets[] | select(.state == "established")][0][$k] // 0'
+	rs_stat "$2" | jq -r --arg k "$1" '[.sockets[] | select(.state == "established") | .[$k]] | max // 0'
 }
 
 counter() {
@@ -45,12 +47,12 @@ serve() {
 	rcvbuf=${1:-} sndbuf=${2:-}
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/ring-resize" server "$port" 2 $rcvbuf
 	rs_wait_file "$RS_TMP/$name-srv.out" listening 1 10
-	rs_bg "$name-cli" "$NS_B" $pre "$RS_BIN/ring-resize" client $ADDR_A "$port" 256 4 ${sndbuf:+$sndbuf}
+	rs_bg "$name-cli" "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/ring-resize" client $ADDR_A "$port" 256 8 ${sndbuf:+$sndbuf}
 	rs_wait_file "$RS_TMP/$name-cli.out" "client sent" 1 90
 	if [[ -n $pre ]]; then
 		sleep 3
 		idle_rx=$(sock rx_ring "$NS_A")
-		idle_tx=$(sock tx_ring "$NS_B")
+		idle_tx=$(sock tx_ring "${CLIENT_NS:-$NS_B}")
 	fi
 	rs_wait_pid "$(cat "$RS_TMP/$name-srv.pid")" 60 || rs_fail "server: $(cat "$RS_TMP/$name-srv.err")"
 	srv=$(cat "$RS_TMP/$name-srv.out" | tail -1)
@@ -87,4 +89,16 @@ serve() {
 	((idle_rx == krx && idle_tx == ktx)) || rs_fail "rings rx $idle_rx tx $idle_tx, want $krx and $ktx"
 	(($(counter rx_rings_grown "$NS_A") == 0)) || rs_fail "a fixed receive ring grew"
 	(($(counter tx_rings_grown "$NS_B") == 0)) || rs_fail "a fixed send ring grew"
+}
+
+@test "rings: on the same node the direction's ring grows under the blocked writer and goes back when idle" {
+	CLIENT_NS=$NS_A serve k 7705
+	local ksrv=$srv
+	CLIENT_NS=$NS_A serve r 7706 --rshare
+	local g=$(counter tx_rings_grown "$NS_A") sh=$(counter tx_rings_shrunk "$NS_A") lc=$(counter local_connects "$NS_A")
+	echo "# same node: rings grown $g shrunk $sh; idle: $idle_tx; $srv" >&3
+	[[ ${srv%% rcvbuf*} == "${ksrv%% rcvbuf*}" ]] || rs_fail "rshare: $srv, kernel TCP: $ksrv"
+	((lc >= 1)) || rs_fail "the connection did not take the same-node path"
+	((g >= 1)) || rs_fail "the ring did not grow"
+	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
 }

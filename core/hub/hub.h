@@ -359,6 +359,7 @@ struct pair_dir *hpair_dir(struct hsock *s, int tx);
 int hpair_fd(struct hub *h, struct hsock *s, uint64_t *id, uint64_t *bytes); /* the segment's memfd */
 void hpair_sweep(struct hub *h);                  /* segments of pools that are gone */
 int hpair_grow(struct hub *h, struct hsock *s);   /* double s's send ring: its size, or -errno */
+int hpair_move(struct hub *h, struct hsock *s, uint64_t size); /* ... to SIZE, nobody in it */
 /* The counters of s's receive (tx 0) or send (tx 1) ring, wherever they are. */
 static inline struct ring *hsock_ring(struct hsock *s, int tx)
 {

@@ -263,9 +263,9 @@ struct ring *hpair_ring(struct hsock *s, int tx)
  * ring's lock and waits, writes into the new ring only.  The reader may
  * still be copying out of the old one: it checks its geometry after it
  * loaded the tail (a tail past the old bytes comes with the new geometry),
- * and the old rings stay until the pair goes (the hub cannot tell when a
- * reader in another process is done with one): at most as much again as
- * the ring the direction has now. */
+ * and the old rings stay until the pair goes, or until the direction idles
+ * and goes back to its first size (hpair_move, with neither side in it):
+ * at most as much again as the ring the direction has now. */
 
 static void set_geometry(struct hub *h, struct lpair *lp, int d)
 {
@@ -312,6 +312,32 @@ int hpair_grow(struct hub *h, struct hsock *s)
 	log_debug("pair: socket %u: its ring (direction %u) grew to %llu bytes at %llu, %llu unread moved",
 		  s->sid, lp->dir[d], (unsigned long long)size, (unsigned long long)off,
 		  (unsigned long long)(tail - ring_load(&pd->r.head)));
+	return (int)size;
+}
+
+/* Move the direction s writes on to a ring of SIZE, with what is unread,
+ * and let the rings it grew out of go: only while neither its writer nor
+ * its reader is in it (the caller holds both, resize.c).  The new size,
+ * or -errno. */
+int hpair_move(struct hub *h, struct hsock *s, uint64_t size)
+{
+	struct lpair *lp = s->lp;
+	int d = s->lside;
+	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
+	uint8_t *base = lp->seg->base;
+	uint64_t off, head = ring_load(&pd->r.head), tail = ring_load(&pd->r.tail);
+	if (!ring_sane(head, tail, lp->size[d]) || tail - head > size)
+		return -EINVAL;
+	if (!(off = arena_alloc(lp->seg->alloc, size)))
+		return -ENOBUFS;
+	ring_move(base + lp->off[d], lp->size[d], base + off, size, head, tail);
+	bytes_free(lp->seg, lp->off[d], lp->size[d]);
+	for (int k = 0; k < lp->nold[d]; k++)
+		bytes_free(lp->seg, lp->old_off[d][k], lp->old_size[d][k]);
+	lp->nold[d] = 0;
+	lp->off[d] = off;
+	lp->size[d] = size;
+	set_geometry(h, lp, d);
 	return (int)size;
 }
 

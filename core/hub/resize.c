@@ -109,7 +109,10 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 	int r;
 	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
 		r = hpair_grow(h, s); /* same node: the one ring both sides use */
-		h->tx_grown += r > 0;
+		if (r > 0) {
+			h->tx_grown++;
+			resized_add(h, s);
+		}
 		return r;
 	}
 	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
@@ -401,15 +404,40 @@ void hsock_rings_forget(struct hsock *s)
 	s->rx_switch = 0;
 }
 
+/* An idle same-node direction (the one s writes on) back to its first
+ * size: empty, and neither its writer nor its reader in it. */
+static void pair_shrink(struct hub *h, struct hsock *s)
+{
+	struct lpair *lp = s->lp;
+	struct hsock *r = h->socks[lp->sid[!s->lside]];
+	struct ring *c = hpair_ring(s, 1);
+	if (lp->size[s->lside] <= ARENA_DEFAULT_RING || !r || r->lp != lp || !r->as ||
+	    ring_load(&c->head) != ring_load(&c->tail) || !gate_take(&s->as->tx_in, &s->as->tx_hold))
+		return;
+	if (gate_take(&r->as->rx_in, &r->as->rx_hold)) {
+		if (ring_load(&c->head) == ring_load(&c->tail) && hpair_move(h, s, ARENA_DEFAULT_RING) > 0) {
+			h->tx_shrunk++;
+			log_debug("pair: socket %u: idle ring back to %u bytes", s->sid, ARENA_DEFAULT_RING);
+		}
+		gate_give(&r->as->rx_hold);
+	}
+	gate_give(&s->as->tx_hold);
+}
+
 /* ---- timers ---- */
 
 /* An idle connection's rings back to their first size. */
 static void idle_look(struct hub *h, struct hsock *s)
 {
-	if (s->rx_tail != s->idle_rx || s->tx_posted != s->idle_tx || !s->idle_seen) {
+	uint64_t tx = s->lp ? ring_load(&hpair_ring(s, 1)->tail) : s->tx_posted;
+	if (s->rx_tail != s->idle_rx || tx != s->idle_tx || !s->idle_seen) {
 		s->idle_rx = s->rx_tail;
-		s->idle_tx = s->tx_posted;
+		s->idle_tx = tx;
 		s->idle_seen = 1;
+		return;
+	}
+	if (s->lp) {
+		pair_shrink(h, s);
 		return;
 	}
 	s->rx_nogrow = 0; /* the next burst may try again */
@@ -442,10 +470,12 @@ void hub_ring_timers(struct hub *h)
 		}
 		if (s && s->tx_watch)
 			watch_look(h, s, now);
-		if (s && look && s->state == HS_ESTABLISHED && s->as && s->link && !s->lp)
+		if (s && look && s->state == HS_ESTABLISHED && s->as && (s->link || s->lp))
 			idle_look(h, s);
-		keep = s && s->as && !s->lp && (s->rx_switch || s->rx_offered || s->tx_watch || s->rx_size > ARENA_DEFAULT_RING ||
-						 (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
+		keep = s && s->as &&
+		       (s->lp ? s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED
+			      : s->rx_switch || s->rx_offered || s->tx_watch || s->rx_size > ARENA_DEFAULT_RING ||
+					(s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
 		if (keep) {
 			i++;
 			continue;

@@ -309,12 +309,10 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 {
 	struct xfer x;
 	struct arena_slot *as;
-	int gated;
 	xfer_init(&x, slot, iov, iovcnt, flags);
 	as = x.as;
 	if (x.want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
 		return 0;
-	gated = !as->pair_seg;
 	vs_lock(&as->tx_lock, &as->tx_in);
 	atomic_fetch_add(&as->waiters, 1);
 	while (x.total < x.want) {
@@ -322,8 +320,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		uint64_t tail, head, space;
 		if (send_stop(&x))
 			break;
-		if (gated)
-			vs_ring_enter(&as->tx_in, &as->tx_hold);
+		vs_ring_enter(&as->tx_in, &as->tx_hold);
 		if (vring_of(slot, as, 1, &x.v) < 0) {
 			vs_ring_leave(&as->tx_in);
 			x.ret = x.total ? 0 : -EPIPE;
@@ -333,16 +330,14 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		head = ring_load(&x.v.c->head);
 		space = tail - head >= x.v.size ? 0 : x.v.size - (tail - head);
 		if (space == 0) {
-			if (gated)
-				vs_ring_leave(&as->tx_in);
+			vs_ring_leave(&as->tx_in);
 			if (send_full(&x, seq, head))
 				break;
 			continue;
 		}
 		tail += xfer_copy(&x, tail, space, 0);
 		send_publish(&x, tail);
-		if (gated)
-			vs_ring_leave(&as->tx_in);
+		vs_ring_leave(&as->tx_in);
 	}
 	atomic_fetch_sub(&as->waiters, 1);
 	pthread_mutex_unlock(&as->tx_lock);
@@ -429,12 +424,11 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 {
 	struct xfer x;
 	struct arena_slot *as;
-	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek, gated;
+	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
 	xfer_init(&x, slot, iov, iovcnt, flags);
 	as = x.as;
 	if (x.want == 0)
 		return 0;
-	gated = !as->pair_seg;
 	vs_lock(&as->rx_lock, &as->rx_in);
 	atomic_fetch_add(&as->waiters, 1);
 	for (;;) {
@@ -443,8 +437,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		 * tail before it sets FIN, so a FIN seen here comes with them */
 		uint32_t fl = atomic_load(&as->flags);
 		uint64_t head, tail, avail;
-		if (gated)
-			vs_ring_enter(&as->rx_in, &as->rx_hold);
+		vs_ring_enter(&as->rx_in, &as->rx_hold);
 		if (vring_of(slot, as, 0, &x.v) < 0) {
 			vs_ring_leave(&as->rx_in);
 			if (!x.total)
@@ -464,14 +457,12 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 			uint64_t pos = head + xfer_copy(&x, head, avail, 1);
 			if (!peek)
 				recv_consumed(&x, tail, pos);
-			if (gated)
-				vs_ring_leave(&as->rx_in);
+			vs_ring_leave(&as->rx_in);
 			if (!waitall || x.total == x.want)
 				break;
 			continue;
 		}
-		if (gated)
-			vs_ring_leave(&as->rx_in);
+		vs_ring_leave(&as->rx_in);
 		if (recv_stop(&x, fl) || recv_wait(&x, seq, tail))
 			break;
 	}

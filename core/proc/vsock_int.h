@@ -78,13 +78,13 @@ static inline void vs_lock(pthread_mutex_t *m, _Atomic uint32_t *in)
 	}
 }
 
-/* A link's ring may be moved by the hub of its own accord (a receive
- * ring that grows or shrinks, an idle send ring): the lock's holder says
- * it is in the ring while it uses its geometry and bytes, and steps out
- * before it waits.  The hub moves only while nobody is in; while it
- * moves, which takes one copy, the holder waits for it
- * (core/hub/resize.c).  Same-node rings never move so: their words stay
- * untouched. */
+/* A ring may be moved by the hub of its own accord (a link's receive
+ * ring that grows or shrinks, an idle send ring, an idle same-node ring,
+ * the full ring of a nonblocking writer): the lock's holder says it is in
+ * the ring while it uses its geometry and bytes, and steps out before it
+ * waits.  The hub moves only while nobody is in (on the same node: nobody
+ * on either side); while it moves, which takes one copy, the holder waits
+ * for it (core/hub/resize.c). */
 static inline void vs_ring_enter(_Atomic uint32_t *in, _Atomic uint32_t *hold)
 {
 	for (;;) {

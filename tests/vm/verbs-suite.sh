@@ -252,16 +252,16 @@ done
 # grows, then reads 64 MiB as fast as it can (its receive ring grows
 # where the credit held it back: the new ring's address and key reach
 # the peer in RING, and it writes there from the position of its
-# RING_ACK), then 4 s idle, in which both rings go back to 128 KiB (a
+# RING_ACK), then 10 s idle, in which both rings go back to 128 KiB (a
 # receive ring moves the same two-step way), then 1 MiB more.
 on hubA "$B/tests/ring-resize" server 7600 2 >"$T/rr-s.out" 2>"$T/rr-s.err" &
 rrs=$!
 pids+=($!)
 wait_line "$T/rr-s.out" '^listening' 1 30
-on hubB "$B/tests/ring-resize" client "$A_ADDR" 7600 64 4 >"$T/rr-c.out" 2>"$T/rr-c.err" &
+on hubB "$B/tests/ring-resize" client "$A_ADDR" 7600 64 10 >"$T/rr-c.out" 2>"$T/rr-c.err" &
 rrc=$!
 wait_line "$T/rr-c.out" '^client sent' 1 120
-sleep 3
+sleep 4 # of the 10 s idle: the rings went back after about 1 to 2 s
 rr_rx=$(stat_of hubA | jq '[.sockets[] | select(.state == "established")][0].rx_ring // 0')
 rr_tx=$(stat_of hubB | jq '[.sockets[] | select(.state == "established")][0].tx_ring // 0')
 wait "$rrc"; wait "$rrs"
