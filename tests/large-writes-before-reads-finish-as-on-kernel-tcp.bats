@@ -8,8 +8,8 @@
 # the same clients finish the same way, in front of a fork-per-connection
 # server that execs its worker (socat fork EXEC:cat) and a pre-fork one
 # (echo-server), across two nodes and within one.  Both ends nonblocking,
-# each sending 512 KiB before it reads, finish too: the hub grows the full
-# ring of a writer that waits in poll.  The hubs' stat proves the rshare
+# each sending 512 KiB before it reads, finish too, across nodes and on
+# one: the hub grows the full ring of a writer that waits in poll.  The hubs' stat proves the rshare
 # runs took the link, or the same-node path.
 
 load lib
@@ -92,7 +92,7 @@ xchg() {
 	local name=$1 port=$2 pre=${3:-}
 	rs_bg "$name" "$NS_A" $pre "$RS_BIN/nonblocking-exchange" server "$port" 524288
 	rs_wait_file "$RS_TMP/$name.out" '^ready' 1 10
-	out=$(RS_TIMEOUT=60 rs_exec "$NS_B" $pre "$RS_BIN/nonblocking-exchange" client $ADDR_A "$port" 524288)
+	out=$(RS_TIMEOUT=60 rs_exec "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/nonblocking-exchange" client $ADDR_A "$port" 524288)
 	rs_wait_pid "$(cat "$RS_TMP/$name.pid")" 30 || true
 	out="$out / $(grep -v '^ready' "$RS_TMP/$name.out")"
 }
@@ -111,4 +111,18 @@ xchg() {
 		$b[0] as $B |
 		fail($B.counters.tx_rings_grown >= 1; "tx_rings_grown \($B.counters.tx_rings_grown)"),
 		fail(($B.links[0].bytes_tx // 0) >= 524288; "B link sent \($B.links[0].bytes_tx) bytes")'
+}
+
+@test "large writes before reads: both ends nonblocking on the same node, 512 KiB each way, as on kernel TCP" {
+	local tcp
+	CLIENT_NS=$NS_A xchg k-xchg-local 7609
+	tcp=$out
+	[[ $tcp == "client ok 524288 / server ok 524288" ]] || rs_fail "kernel TCP: '$tcp'"
+	CLIENT_NS=$NS_A xchg r-xchg-local 7610 --rshare
+	[[ $out == "$tcp" ]] || rs_fail "rshare: '$out', kernel TCP: '$tcp'"
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the same-node rings grew" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A |
+		fail($A.counters.local_connects >= 1; "local_connects \($A.counters.local_connects)"),
+		fail($A.counters.tx_rings_grown >= 1; "tx_rings_grown \($A.counters.tx_rings_grown)")'
 }

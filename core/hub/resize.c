@@ -177,13 +177,20 @@ static void watch_end(struct hub *h, struct hsock *s)
 	h->ntx_watch--;
 }
 
+/* The head of s's send ring as its hub sees it: a link's completed
+ * writes, or the same-node reader's head. */
+static uint64_t tx_head(struct hsock *s)
+{
+	return s->lp ? ring_load(&hpair_ring(s, 1)->head) : s->tx_done;
+}
+
 void hsock_tx_watch(struct hub *h, struct hsock *s)
 {
-	if (s->tx_watch || s->lp || !s->link || s->tx_fixed || s->fin_pending || s->tx_size >= h->tx_max ||
+	if (s->tx_watch || (!s->lp && !s->link) || s->tx_fixed || s->fin_pending || s->tx_size >= h->tx_max ||
 	    s->state != HS_ESTABLISHED || !s->as || !atomic_load(&s->as->tx_blk))
 		return;
 	s->tx_watch = 1;
-	s->tx_watch_head = s->tx_done;
+	s->tx_watch_head = tx_head(s);
 	s->tx_watch_ms = hub_now_ms();
 	h->ntx_watch++;
 	resized_add(h, s);
@@ -192,14 +199,15 @@ void hsock_tx_watch(struct hub *h, struct hsock *s)
 static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
 {
 	int r;
-	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) || s->tx_done != s->tx_watch_head ||
-	    ring_load(&s->as->tx.tail) - s->tx_done < s->tx_size) {
+	uint64_t head = s->as ? tx_head(s) : 0;
+	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) || head != s->tx_watch_head ||
+	    ring_load(&hsock_ring(s, 1)->tail) - head < s->tx_size) {
 		watch_end(h, s); /* writable again, or its reader reads: not stalled */
 		return;
 	}
 	if (now - s->tx_watch_ms < TX_STALL_MS || !gate_take(&s->as->tx_in, &s->as->tx_hold))
 		return;
-	r = hsock_tx_grow(h, s);
+	r = hsock_tx_grow(h, s); /* on the same node with the reader in or not (pair.c) */
 	gate_give(&s->as->tx_hold);
 	if (r == -EBUSY)
 		return; /* the last growth's old ring is still read: later */
@@ -473,7 +481,7 @@ void hub_ring_timers(struct hub *h)
 		if (s && look && s->state == HS_ESTABLISHED && s->as && (s->link || s->lp))
 			idle_look(h, s);
 		keep = s && s->as &&
-		       (s->lp ? s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED
+		       (s->lp ? s->tx_watch || (s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED)
 			      : s->rx_switch || s->rx_offered || s->tx_watch || s->rx_size > ARENA_DEFAULT_RING ||
 					(s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
 		if (keep) {

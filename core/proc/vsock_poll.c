@@ -126,10 +126,9 @@ void vs_tx_settle(uint32_t slot, struct arena_slot *as)
 		if (vring_of(slot, as, 1, &v) == 0)
 			atomic_store(&v.d->tx_want, 1);
 	}
-	/* a link's hub also watches the full ring, to grow it if its
+	/* always: the hub also watches the full ring, to grow it if its
 	 * reader stalls (core/hub/resize.c) */
-	if (!as->pair_seg || tx_space(slot, as) >= as->tx.size / 4 || atomic_load(&as->state) != SLOT_ESTABLISHED)
-		vs_poll_bell(slot);
+	vs_poll_bell(slot);
 }
 
 void vs_poll_settle(uint32_t slot, unsigned claimed)
