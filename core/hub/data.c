@@ -56,11 +56,10 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		return;
 	}
 	base = arena_bytes(s->pool->base, s->tx_off);
-	if (s->peer_next) { /* the peer's ring changes: its new one, or the smaller window until then */
-		hsock_peer_switch(s);
-		if (s->peer_next && s->peer_next_ring < ring)
-			ring = s->peer_next_ring;
-	}
+	/* the peer's ring changes: until we switch (hsock_peer_switch, when
+	 * a RING or CREDIT comes), the smaller of the two windows */
+	if (s->peer_next && s->peer_next_ring < ring)
+		ring = s->peer_next_ring;
 	while (s->tx_posted < tail) {
 		uint64_t limit = s->peer_head + ring;
 		uint64_t win = limit > s->tx_posted ? limit - s->tx_posted : 0;

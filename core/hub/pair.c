@@ -288,38 +288,11 @@ static void set_geometry(struct hub *h, struct lpair *lp, int d)
 	}
 }
 
-int hpair_grow(struct hub *h, struct hsock *s)
-{
-	struct lpair *lp = s->lp;
-	int d = s->lside;
-	uint64_t size = lp->size[d] * 2, off, head, tail;
-	struct pair_dir *pd = &((struct pair_hdr *)lp->seg->base)->dir[lp->dir[d]];
-	uint8_t *base = lp->seg->base;
-	if (size > h->tx_max || lp->nold[d] == 12)
-		return -ENOSPC;
-	head = ring_load(&pd->r.head);
-	tail = ring_load(&pd->r.tail);
-	if (!ring_sane(head, tail, lp->size[d]))
-		return -EINVAL;
-	if (!(off = arena_alloc(lp->seg->alloc, size)))
-		return -ENOBUFS;
-	ring_move(base + lp->off[d], lp->size[d], base + off, size, head, tail);
-	lp->old_off[d][lp->nold[d]] = lp->off[d];
-	lp->old_size[d][lp->nold[d]++] = lp->size[d];
-	lp->off[d] = off;
-	lp->size[d] = size;
-	set_geometry(h, lp, d);
-	log_debug("pair: socket %u: its ring (direction %u) grew to %llu bytes at %llu, %llu unread moved",
-		  s->sid, lp->dir[d], (unsigned long long)size, (unsigned long long)off,
-		  (unsigned long long)(tail - ring_load(&pd->r.head)));
-	return (int)size;
-}
-
-/* Move the direction s writes on to a ring of SIZE, with what is unread,
- * and let the rings it grew out of go: only while neither its writer nor
- * its reader is in it (the caller holds both, resize.c).  The new size,
- * or -errno. */
-int hpair_move(struct hub *h, struct hsock *s, uint64_t size)
+/* The direction s writes on into a new ring of SIZE, its unread bytes at
+ * the same positions.  The old ring joins the ones it grew out of (KEEP:
+ * a reader may be copying out of it), or goes with them (the caller holds
+ * both sides out of it).  The new size, or -errno. */
+static int dir_move(struct hub *h, struct hsock *s, uint64_t size, int keep)
 {
 	struct lpair *lp = s->lp;
 	int d = s->lside;
@@ -331,14 +304,40 @@ int hpair_move(struct hub *h, struct hsock *s, uint64_t size)
 	if (!(off = arena_alloc(lp->seg->alloc, size)))
 		return -ENOBUFS;
 	ring_move(base + lp->off[d], lp->size[d], base + off, size, head, tail);
-	bytes_free(lp->seg, lp->off[d], lp->size[d]);
-	for (int k = 0; k < lp->nold[d]; k++)
-		bytes_free(lp->seg, lp->old_off[d][k], lp->old_size[d][k]);
-	lp->nold[d] = 0;
+	if (keep) {
+		lp->old_off[d][lp->nold[d]] = lp->off[d];
+		lp->old_size[d][lp->nold[d]++] = lp->size[d];
+	} else {
+		bytes_free(lp->seg, lp->off[d], lp->size[d]);
+		for (int k = 0; k < lp->nold[d]; k++)
+			bytes_free(lp->seg, lp->old_off[d][k], lp->old_size[d][k]);
+		lp->nold[d] = 0;
+	}
 	lp->off[d] = off;
 	lp->size[d] = size;
 	set_geometry(h, lp, d);
+	log_debug("pair: socket %u: its ring (direction %u) now %llu bytes at %llu, %llu unread moved", s->sid,
+		  lp->dir[d], (unsigned long long)size, (unsigned long long)off,
+		  (unsigned long long)(tail - ring_load(&pd->r.head)));
 	return (int)size;
+}
+
+int hpair_grow(struct hub *h, struct hsock *s)
+{
+	struct lpair *lp = s->lp;
+	uint64_t size = lp->size[s->lside] * 2;
+	if (size > h->tx_max || lp->nold[s->lside] == 12)
+		return -ENOSPC;
+	return dir_move(h, s, size, 1);
+}
+
+/* Move the direction s writes on to a ring of SIZE, with what is unread,
+ * and let the rings it grew out of go: only while neither its writer nor
+ * its reader is in it (the caller holds both, resize.c).  The new size,
+ * or -errno. */
+int hpair_move(struct hub *h, struct hsock *s, uint64_t size)
+{
+	return dir_move(h, s, size, 0);
 }
 
 void hpair_put(struct hub *h, struct hsock *s)

@@ -228,18 +228,22 @@ static int positional(const struct hsock *s)
 static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
 {
 	struct arena_slot *as = s->as;
-	uint64_t head;
+	uint64_t unread;
 	if (!gate_take(&as->rx_in, &as->rx_hold))
 		return 0;
 	if (s->rx_next_size > s->rx_size)
 		h->rx_grown++;
 	else
 		h->rx_shrunk++;
-	head = ring_load(&as->rx.head);
-	if (!ring_sane(head, end, s->rx_size) || end - head > s->rx_next_size)
-		head = end - (end - head > s->rx_next_size ? s->rx_next_size : end - head);
+	/* never more than the old ring holds (a head its process scribbled:
+	 * nothing) nor the new one takes (more than a correct peer sends) */
+	unread = end - ring_load(&as->rx.head);
+	if (unread > s->rx_size)
+		unread = 0;
+	if (unread > s->rx_next_size)
+		unread = s->rx_next_size;
 	ring_move(arena_bytes(s->pool->base, s->rx_off), s->rx_size, arena_bytes(s->pool->base, s->rx_next_off),
-		  s->rx_next_size, head, end);
+		  s->rx_next_size, end - unread, end);
 	hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_off, s->rx_size);
 	s->rx_off = s->rx_next_off;
 	s->rx_size = s->rx_next_size;
@@ -423,10 +427,8 @@ static void pair_shrink(struct hub *h, struct hsock *s)
 	    ring_load(&c->head) != ring_load(&c->tail) || !gate_take(&s->as->tx_in, &s->as->tx_hold))
 		return;
 	if (gate_take(&r->as->rx_in, &r->as->rx_hold)) {
-		if (ring_load(&c->head) == ring_load(&c->tail) && hpair_move(h, s, ARENA_DEFAULT_RING) > 0) {
+		if (ring_load(&c->head) == ring_load(&c->tail) && hpair_move(h, s, ARENA_DEFAULT_RING) > 0)
 			h->tx_shrunk++;
-			log_debug("pair: socket %u: idle ring back to %u bytes", s->sid, ARENA_DEFAULT_RING);
-		}
 		gate_give(&r->as->rx_hold);
 	}
 	gate_give(&s->as->tx_hold);
@@ -454,6 +456,20 @@ static void idle_look(struct hub *h, struct hsock *s)
 	tx_shrink(h, s);
 }
 
+/* Does s stay on h->resized: a ring above its first size, or a move or
+ * watch under way? */
+static int resized_keep(const struct hsock *s)
+{
+	if (!s->as)
+		return 0;
+	if (s->tx_watch)
+		return 1;
+	if (s->lp)
+		return s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED;
+	return s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING ||
+	       (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed);
+}
+
 void hub_ring_timers(struct hub *h)
 {
 	uint64_t now;
@@ -469,7 +485,6 @@ void hub_ring_timers(struct hub *h)
 	}
 	for (uint32_t i = 0; i < h->nresized;) {
 		struct hsock *s = h->socks[h->resized[i]];
-		int keep;
 		if (s && s->rx_switch) {
 			if (s->as)
 				rx_switch(h, s);
@@ -480,11 +495,7 @@ void hub_ring_timers(struct hub *h)
 			watch_look(h, s, now);
 		if (s && look && s->state == HS_ESTABLISHED && s->as && (s->link || s->lp))
 			idle_look(h, s);
-		keep = s && s->as &&
-		       (s->lp ? s->tx_watch || (s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED)
-			      : s->rx_switch || s->rx_offered || s->tx_watch || s->rx_size > ARENA_DEFAULT_RING ||
-					(s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed));
-		if (keep) {
+		if (s && resized_keep(s)) {
 			i++;
 			continue;
 		}
