@@ -60,24 +60,17 @@ static int rs_connect_again(int fd, struct pfd *p, const struct sockaddr *addr, 
 	return -1;
 }
 
-/* The socket's local address, a port reserved in the kernel first as
- * connect would: -1 when that fails (then the kernel connects). */
+/* The socket's local address: a port the program bound stays its own; an
+ * unbound socket (port 0) gets one from the hub, shared across
+ * destinations as the kernel's connect shares it (core/hub/ports.c), and
+ * the kernel socket stays unbound (its own connect, on a fall back to
+ * kernel TCP, picks its own).  -1 when it cannot be read (then the kernel
+ * connects). */
 static int conn_local(int fd, union sockaddr_any *local)
 {
 	socklen_t ll = sizeof(*local);
-	if (R(getsockname)(fd, &local->sa, &ll) < 0)
-		return -1;
-	if ((local->sa.sa_family == AF_INET && !local->in.sin_port) ||
-	    (local->sa.sa_family == AF_INET6 && !local->in6.sin6_port)) {
-		union sockaddr_any any;
-		memset(&any, 0, sizeof(any));
-		any.sa.sa_family = local->sa.sa_family;
-		if (bind(fd, &any.sa, local->sa.sa_family == AF_INET ? sizeof(any.in) : sizeof(any.in6)) < 0)
-			return -1;
-		ll = sizeof(*local);
-		R(getsockname)(fd, &local->sa, &ll);
-	}
-	return 0;
+	memset(local, 0, sizeof(*local));
+	return R(getsockname)(fd, &local->sa, &ll) < 0 ? -1 : 0;
 }
 
 /* nonblocking: the CONNECT goes, the answer comes later */

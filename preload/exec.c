@@ -43,7 +43,7 @@ static unsigned exec_mark_kept(unsigned max, uint8_t *keep, unsigned *nkeep)
 static unsigned exec_dropped(const uint8_t *keep, uint32_t *dslot, uint32_t *dgen)
 {
 	unsigned ndrop = 0;
-	for (uint32_t sl = 0; sl < ARENA_MAX_SLOTS; sl++) {
+	for (uint32_t sl = 0, n = cl_slots_hi(); sl < n; sl++) {
 		struct arena_slot *as = cl_slot(sl);
 		if (!keep[sl] && vs_held(sl)) {
 			dslot[ndrop] = sl;

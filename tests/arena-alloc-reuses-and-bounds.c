@@ -28,7 +28,7 @@ static void no_overlap(const struct blk *b, int n, uint64_t lo, uint64_t hi)
 
 static void format_cases(void)
 {
-	uint64_t bytes = 16ull << 20;
+	uint64_t bytes = 128ull << 20;
 	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(m != MAP_FAILED);
 	memset(m, 0xa5, 4096);
@@ -40,7 +40,7 @@ static void format_cases(void)
 	CHECK_EQ(h->bytes, bytes);
 	CHECK_EQ(h->pool_id, 77);
 	CHECK_EQ(h->hub_sleeping, 0);
-	for (int i = 0; i < ARENA_DOORBELL_WORDS; i++)
+	for (unsigned i = 0; i < ARENA_DOORBELL_WORDS; i++)
 		CHECK_EQ(h->doorbell[i], 0);
 	CHECK(h->slots_off >= sizeof(*h));
 	CHECK_EQ(h->slots_off % 4096, 0);

@@ -53,11 +53,13 @@ static uint64_t rx_addr(struct hsock *s)
 }
 
 /* The CONNECT that a link would carry for s, to d (its source address
- * filled in from s's reserved port and the link's, or d's, address), and
- * what getsockname() shows from now on. */
-static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct wire_ctl *c)
+ * filled in from s's bound port, or one of the node's ephemeral ports
+ * (ports.c), and the link's, or d's, address), and what getsockname()
+ * shows from now on; -EADDRNOTAVAIL when no port is free towards d. */
+static int connect_ctl(struct hub *h, struct hsock *s, const union sockaddr_any *via, struct wire_ctl *c)
 {
 	union sockaddr_any src, d = s->peer_addr;
+	int r;
 	wire_addr_unmap(&d);
 	wire_addr_put(c->addr_a, &c->family, &c->port, &d);
 	src = s->local;
@@ -67,15 +69,7 @@ static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct w
 		src = *via;
 		addr_set_port(&src, port);
 	}
-	{
-		uint8_t fam;
-		wire_addr_put(c->addr_b, &fam, &c->src_port, &src);
-		if (fam != c->family) {
-			/* mixed families on one link cannot name the source: leave it empty */
-			memset(c->addr_b, 0, sizeof(c->addr_b));
-		}
-	}
-	/* what getsockname() shows: the link's address and the reserved port */
+	/* what getsockname() shows: the link's address and the port */
 	if (s->local.sa.sa_family == AF_INET6 && src.sa.sa_family == AF_INET) {
 		s->as->local.in6.sin6_family = AF_INET6;
 		s->as->local.in6.sin6_port = src.in.sin_port;
@@ -86,8 +80,22 @@ static void connect_ctl(struct hsock *s, const union sockaddr_any *via, struct w
 		s->as->local = src;
 	}
 	s->local = s->as->local;
+	if (!s->port_claimed && (r = ports_claim(h, s)) < 0)
+		return r;
+	s->as->local = s->local;
+	src = s->local;
+	wire_addr_unmap(&src);
+	{
+		uint8_t fam;
+		wire_addr_put(c->addr_b, &fam, &c->src_port, &src);
+		if (fam != c->family) {
+			/* mixed families on one link cannot name the source: leave it empty */
+			memset(c->addr_b, 0, sizeof(c->addr_b));
+		}
+	}
 	s->as->peer = s->peer_addr;
 	c->src = tag_imm(s->sid, s->gen);
+	return 0;
 }
 
 static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_any *d);
@@ -95,6 +103,7 @@ static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_an
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 {
 	struct wire_ctl c = {.op = CTL_CONNECT};
+	int r;
 	if (dst) {
 		union sockaddr_any d = *dst;
 		wire_addr_unmap(&d);
@@ -118,7 +127,8 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 		if (s->link->state != LINK_UP)
 			return 0; /* hub_link_up() comes back here */
 	}
-	connect_ctl(s, &s->link->x.local_addr, &c);
+	if ((r = connect_ctl(h, s, &s->link->x.local_addr, &c)) < 0)
+		return r;
 	c.ring = (uint32_t)s->rx_size;
 	if (ring_keys(h, s) < 0) {
 		s->state = HS_FALLBACK; /* cannot register: let the kernel carry it */
@@ -230,6 +240,7 @@ static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_
 	s->listener = ls->sid;
 	wire_addr_get(&s->local, c->family, c->addr_a, c->port);
 	wire_addr_get(&s->peer_addr, c->family, c->addr_b, c->src_port);
+	hsock_port_hold(the_hub, s);
 	if (ls->local.sa.sa_family == AF_INET6 && c->family == AF_INET) {
 		/* an IPv6 listener shows IPv4 peers as mapped addresses */
 		union sockaddr_any *v[2] = {&s->local, &s->peer_addr};
@@ -288,8 +299,10 @@ static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_an
 {
 	struct wire_ctl c = {.op = CTL_CONNECT};
 	struct hsock *ls;
+	int r;
 	s->link = NULL;
-	connect_ctl(s, d, &c);
+	if ((r = connect_ctl(h, s, d, &c)) < 0)
+		return r;
 	ls = find_listener(h, &c);
 	if (!ls) {
 		s->state = HS_FALLBACK;

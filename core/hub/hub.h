@@ -69,6 +69,8 @@ struct pool {
 	uint8_t *mr_ok;
 	uint32_t nchunks;
 	uint32_t nprocs, nsocks;
+	uint32_t slot_hi;             /* slots at or above it were never used */
+	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
 	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
 	struct pool *next;
 };
@@ -80,10 +82,16 @@ struct proc {
 	uid_t uid;
 	uint64_t token;
 	int stat_only;
+	char *out;        /* a stat reply not yet taken (request.c) */
+	size_t out_len, out_off;
 	int exiting;      /* MSG_EXITING: its end is a close, not a death */
 	struct pool *pool;
 	uint32_t *socks;  /* hub socket ids this process holds */
 	uint32_t nsocks, cap;
+	struct proc_idx {
+		uint32_t sid, pos;
+	} *idx;           /* socket id -> place in socks (proc.c) */
+	uint32_t idx_cap;
 	struct proc *next;
 };
 
@@ -184,7 +192,7 @@ struct hsock {
 	uint64_t fin_at;            /* tx position after which FIN goes out */
 	uint64_t rx_expect;         /* next position a write may target (placed, not yet completed) */
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
-		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1,
+		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1, port_held : 1, port_claimed : 1,
 		reset_after_tx : 1, /* released with a reset: it goes once the posted data has */
 		tx_fixed : 1,       /* the program chose the send ring's size: it never grows */
 		rx_fixed : 1,       /* ... the receive ring's */
@@ -221,6 +229,7 @@ struct hsock {
 
 struct hub {
 	int epfd, lfd;
+	int spare_fd;               /* /dev/null, given up to turn a process away (request.c) */
 	struct hub_ev lev;
 	uint64_t node_id;
 	uint16_t port;
@@ -235,7 +244,12 @@ struct hub {
 	struct hsock **socks;       /* TAG_MAX_SOCKS entries */
 	uint32_t *gens;
 	uint32_t next_sid, nsocks;
+	uint32_t sid_hi;            /* no socket id at or above it was ever used */
+	uint32_t port_accepted[65536]; /* accepted sockets holding each local port */
+	uint32_t *ports, nports, ports_cap; /* four-tuples of connections made here (ports.c) */
+	uint16_t port_lo, port_hi, port_next;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
+	uint64_t procs_refused, limit_refused; /* request.c */
 	uint64_t local_connects;    /* connections that took the same-node path */
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
@@ -377,6 +391,10 @@ int hsock_rings_alloc(struct hsock *s); /* 0 or -ENOBUFS */
 void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64_t size);
 void hsock_uncount(struct hsock *s);    /* no longer one of its link's connections */
 void hsock_slot_release(struct hub *h, struct hsock *s);
+/* ports.c: local ports of the connections made here */
+int ports_claim(struct hub *h, struct hsock *s);
+void ports_release(struct hub *h, struct hsock *s);
+void hsock_port_hold(struct hub *h, struct hsock *s); /* accepted: its port stays bound */
 void hsock_free(struct hub *h, struct hsock *s);
 void hsock_linger(struct hub *h, struct hsock *s);
 void hsock_wake(struct hsock *s);

@@ -15,6 +15,8 @@
  */
 #include "hub.h"
 
+#include <errno.h>
+
 #include <stdlib.h>
 
 #include "log.h"
@@ -75,7 +77,7 @@ static void fall_to_soft(struct hub *h, struct link *l)
 	int moved = 0;
 	if (l->was_up || !l->x.outgoing || l->x.xp != &h->verbs || h->mode != HUB_AUTO)
 		return;
-	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
 			moved++;
@@ -83,7 +85,7 @@ static void fall_to_soft(struct hub *h, struct link *l)
 	if (!moved)
 		return;
 	n = link_start(h, &h->soft, &l->x.peer_addr);
-	for (uint32_t sid = 1; n && sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; n && sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
 			s->link = n;
@@ -117,10 +119,11 @@ void hub_link_up(struct xlink *xl, uint64_t peer_node)
 	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
 		 l->x.outgoing ? "outgoing" : "incoming");
 	/* connections that waited for the link */
-	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent)
-			hsock_connect(h, s, NULL);
+		if (s && s->link == l && s->state == HS_CONNECTING && !s->connect_sent &&
+		    hsock_connect(h, s, NULL) < 0)
+			hsock_set_closed(s, EADDRNOTAVAIL);
 	}
 }
 

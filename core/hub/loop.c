@@ -22,6 +22,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,40 +33,57 @@
 #include "msg.h"
 #include "tag.h"
 
-/* Drain the doorbell bitmap of one pool.  Returns whether any bell rang. */
+/* The bells of one word of the bitmap. */
+static void doorbell_word(struct hub *h, struct pool *p, uint32_t w, uint64_t bits)
+{
+	while (bits) {
+		uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bits);
+		uint32_t sid = p->slot_sid[slot];
+		struct hsock *s;
+		uint32_t ops;
+		bits &= bits - 1;
+		if (!sid)
+			continue; /* a bell on a free slot: ignore */
+		s = h->socks[sid];
+		ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
+		if (ops & SLOTOP_TX) {
+			uint32_t gen = s->gen;
+			hsock_tx(h, s);
+			s = h->socks[sid]; /* an abort may have ended it */
+			if (!s || s->gen != gen || !s->as)
+				continue;
+		}
+		if (ops & SLOTOP_CREDIT)
+			hsock_credit(h, s);
+		if ((ops & SLOTOP_POLL) && s->poll_h >= 0) {
+			hpoll_reflect(s);
+			hsock_tx_watch(h, s);
+		}
+	}
+}
+
+/* Drain the doorbell bitmap of one pool: only the words its summary names
+ * (arena_ring sets the word's bit, then the summary's), up to the highest
+ * slot the pool ever used.  Returns whether any bell rang. */
 int hub_doorbells(struct hub *h, struct pool *p)
 {
 	struct arena_hdr *ah = p->base;
+	uint32_t nsum = (p->slot_hi + 4095) / 4096;
 	int rang = 0;
-	for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS; w++) {
-		uint64_t bits;
-		if (!atomic_load_explicit(&ah->doorbell[w], memory_order_relaxed))
+	for (uint32_t g = 0; g < nsum; g++) {
+		uint64_t sum;
+		if (!atomic_load_explicit(&ah->summary[g], memory_order_relaxed))
 			continue;
-		bits = atomic_exchange_explicit(&ah->doorbell[w], 0, memory_order_acquire);
-		while (bits) {
-			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			uint32_t sid = p->slot_sid[slot];
-			struct hsock *s;
-			uint32_t ops;
-			bits &= bits - 1;
-			rang = 1;
-			if (!sid)
-				continue; /* a bell on a free slot: ignore */
-			s = h->socks[sid];
-			ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
-			if (ops & SLOTOP_TX) {
-				uint32_t gen = s->gen;
-				hsock_tx(h, s);
-				s = h->socks[sid]; /* an abort may have ended it */
-				if (!s || s->gen != gen || !s->as)
-					continue;
-			}
-			if (ops & SLOTOP_CREDIT)
-				hsock_credit(h, s);
-			if ((ops & SLOTOP_POLL) && s->poll_h >= 0) {
-				hpoll_reflect(s);
-				hsock_tx_watch(h, s);
-			}
+		sum = atomic_exchange_explicit(&ah->summary[g], 0, memory_order_acquire);
+		while (sum) {
+			uint32_t w = g * 64 + (uint32_t)__builtin_ctzll(sum);
+			uint64_t bits;
+			sum &= sum - 1;
+			if (!atomic_load_explicit(&ah->doorbell[w], memory_order_relaxed))
+				continue;
+			bits = atomic_exchange_explicit(&ah->doorbell[w], 0, memory_order_acquire);
+			rang |= bits != 0;
+			doorbell_word(h, p, w, bits);
 		}
 	}
 	return rang;
@@ -145,8 +163,8 @@ static int rang_before_sleep(struct hub *h)
 	set_sleeping(h, 1);
 	for (struct pool *p = h->pools; p && !rang; p = p->next) {
 		struct arena_hdr *ah = p->base;
-		for (uint32_t w = 0; w < ARENA_DOORBELL_WORDS && !rang; w++)
-			rang = atomic_load(&ah->doorbell[w]) != 0;
+		for (uint32_t g = 0; g < (p->slot_hi + 4095) / 4096 && !rang; g++)
+			rang = atomic_load(&ah->summary[g]) != 0;
 	}
 	return rang;
 }
@@ -291,6 +309,8 @@ static int hub_setup(struct hub *h)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	/* kept for a process that comes when every descriptor is taken */
+	h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 	crash_install();
 	sigaction(SIGTERM, &sa, NULL);

@@ -27,7 +27,7 @@ static uint64_t arena_bytes_cfg(void)
 {
 	const char *s = getenv("RSHARE_ARENA_MB");
 	long mb = s ? atol(s) : 0;
-	if (mb < 16 || mb > 65536)
+	if (mb < 128 || mb > 65536)
 		return ARENA_DEFAULT_BYTES;
 	return (uint64_t)mb << 20;
 }
@@ -66,6 +66,12 @@ struct pool *pool_new(struct hub *h)
 	p->bytes = arena_bytes_cfg();
 	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	p->base = hub_shm_new("rshare-arena", p->bytes, &p->memfd);
+	/* an address space that cannot map it all (a tool's, a limit's):
+	 * the largest that maps, down to 1 GiB */
+	while (!p->base && p->bytes > (1ull << 30) && (errno == ENOMEM || errno == EINVAL)) {
+		p->bytes >>= 1;
+		p->base = hub_shm_new("rshare-arena", p->bytes, &p->memfd);
+	}
 	if (p->evfd < 0 || !p->base)
 		goto fail;
 	if (arena_format(p->base, p->bytes, p->id) < 0)
@@ -83,7 +89,8 @@ struct pool *pool_new(struct hub *h)
 		p->nchunks = (uint32_t)(p->bytes / POOL_CHUNK);
 		p->mrs = calloc(p->nchunks, sizeof(*p->mrs));
 		p->mr_ok = calloc(p->nchunks, 1);
-		if (!p->rx_alloc || !p->tx_alloc || !p->mrs || !p->mr_ok)
+		p->slot_free = calloc(ARENA_MAX_SLOTS, sizeof(*p->slot_free));
+		if (!p->rx_alloc || !p->tx_alloc || !p->mrs || !p->mr_ok || !p->slot_free)
 			goto fail;
 	}
 	p->ev.fn = pool_kick;
@@ -106,6 +113,7 @@ fail:
 	arena_alloc_free_all(p->tx_alloc);
 	free(p->mrs);
 	free(p->mr_ok);
+	free(p->slot_free);
 	free(p);
 	return NULL;
 }
@@ -139,6 +147,7 @@ void pools_sweep(struct hub *h)
 		arena_alloc_free_all(p->tx_alloc);
 		free(p->mrs);
 		free(p->mr_ok);
+		free(p->slot_free);
 		log_info("pool %llu: gone", (unsigned long long)p->id);
 		free(p);
 		h->segs_dirty = 1; /* the loop sweeps the pair segments next */

@@ -50,20 +50,38 @@ static int pool_reply(const struct proc *pr, struct msg_rep *rep, int fds[2])
 	return 2;
 }
 
+/* What is left of a stat reply goes out as the reader takes it: the hub
+ * never waits on a reader, one that never reads only keeps its text. */
+static void stat_flush(struct hub *h, struct proc *pr)
+{
+	while (pr->out_off < pr->out_len) {
+		size_t n = pr->out_len - pr->out_off > 32768 ? 32768 : pr->out_len - pr->out_off;
+		ssize_t w = send(pr->fd, pr->out + pr->out_off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			hub_rewatch(h, pr->fd, EPOLLIN | EPOLLRDHUP | EPOLLOUT, &pr->ev);
+			return;
+		}
+		if (w < 0)
+			break;
+		pr->out_off += (size_t)w;
+	}
+	free(pr->out);
+	pr->out = NULL;
+	pr->out_len = pr->out_off = 0;
+	hub_rewatch(h, pr->fd, EPOLLIN | EPOLLRDHUP, &pr->ev);
+	shutdown(pr->fd, SHUT_WR); /* the reader stops at end of file */
+}
+
 static void do_stat(struct hub *h, struct proc *pr, int json)
 {
-	size_t len, off = 0;
-	char *txt = hub_stat(h, json, &len);
-	/* the reader drains as we write; a slow reader blocks the hub briefly */
-	int fl = fcntl(pr->fd, F_GETFL);
-	fcntl(pr->fd, F_SETFL, fl & ~O_NONBLOCK);
-	while (txt && off < len) {
-		size_t n = len - off > 32768 ? 32768 : len - off;
-		if (send(pr->fd, txt + off, n, MSG_NOSIGNAL) < 0)
-			break;
-		off += n;
-	}
-	free(txt);
+	free(pr->out);
+	pr->out = hub_stat(h, json, &pr->out_len);
+	pr->out_off = 0;
+	if (!pr->out)
+		pr->out_len = 0;
+	stat_flush(h, pr);
 }
 
 static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -279,22 +297,14 @@ static void req_portcheck(struct hub *h, struct proc *pr, const struct msg_req *
 {
 	uint16_t port = unmapped_port(&q->addr);
 	(void)pr;
-	for (uint32_t sid = 1; port && sid < TAG_MAX_SOCKS; sid++) {
-		struct hsock *x = h->socks[sid];
-		if (!x || !x->accepted)
-			continue;
-		if (unmapped_port(&x->local) == port) {
-			r->rep.status = -EADDRINUSE;
-			break;
-		}
-	}
+	if (port && h->port_accepted[port])
+		r->rep.status = -EADDRINUSE;
 }
 
 static void req_stat(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	pr->stat_only = 1;
 	do_stat(h, pr, q->arg);
-	shutdown(pr->fd, SHUT_WR); /* the reader stops at end of file */
 	r->reply = 0;
 }
 
@@ -358,8 +368,12 @@ void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 			   .msg_controllen = sizeof(u.buf)};
 	ssize_t n;
 	int rfd = -1;
-	(void)events;
 
+	if ((events & EPOLLOUT) && pr->out) {
+		stat_flush(h, pr);
+		if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+			return;
+	}
 	n = recvmsg(pr->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -392,6 +406,19 @@ void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
 		socklen_t cl = sizeof(cr);
 		struct proc *pr;
 		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && h->spare_fd >= 0) {
+			/* every descriptor is taken: the process is turned away
+			 * (its connection closes: it runs on kernel TCP), not left
+			 * to ring the listener for ever */
+			close(h->spare_fd);
+			fd = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0)
+				close(fd);
+			h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			h->procs_refused++;
+			log_warn("a process turned away: the hub has no descriptor left");
+			continue;
+		}
 		if (fd < 0)
 			return;
 		pr = calloc(1, sizeof(*pr));

@@ -21,6 +21,7 @@
  */
 #include "hub.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -41,18 +42,24 @@ static uint32_t sid_alloc(struct hub *h)
 		sid %= TAG_MAX_SOCKS;
 		if (sid && !h->socks[sid]) {
 			h->next_sid = sid;
+			if (sid >= h->sid_hi)
+				h->sid_hi = sid + 1;
 			return sid;
 		}
 	}
 	return 0;
 }
 
+/* A free slot: one given back (the last first), else the next never used;
+ * the processes learn the high mark from the arena header. */
 static uint32_t slot_alloc(struct pool *p)
 {
-	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
-		if (!p->slot_sid[i])
-			return i;
-	return UINT32_MAX;
+	if (p->nfree)
+		return p->slot_free[--p->nfree];
+	if (p->slot_hi >= ARENA_MAX_SLOTS)
+		return UINT32_MAX;
+	atomic_store(&((struct arena_hdr *)p->base)->slots_hi, p->slot_hi + 1);
+	return p->slot_hi++;
 }
 
 static void mutex_init_robust(pthread_mutex_t *m)
@@ -88,15 +95,14 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 {
 	struct hsock *s;
 	struct arena_slot *as;
-	uint32_t slot = slot_alloc(p), sid;
-	if (slot == UINT32_MAX)
-		return NULL;
-	sid = sid_alloc(h);
-	if (!sid)
+	uint32_t slot, sid = sid_alloc(h);
+	if (!sid || (slot = slot_alloc(p)) == UINT32_MAX)
 		return NULL;
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		p->slot_free[p->nfree++] = slot;
 		return NULL;
+	}
 	s->rx_size = rxsize;
 	s->tx_size = txsize;
 	s->sid = sid;
@@ -121,7 +127,8 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->tx_blk, 0);
 	as->pair_seg = as->pair_tx = as->pair_rx = 0;
 	if (hsock_rings_alloc(s) < 0) {
-		free(s); /* the slot and the socket id are not taken yet */
+		free(s); /* the socket id is not taken yet, the slot goes back */
+		p->slot_free[p->nfree++] = slot;
 		return NULL;
 	}
 	memset(&as->local, 0, sizeof(as->local));
@@ -185,6 +192,7 @@ void hsock_slot_release(struct hub *h, struct hsock *s)
 	atomic_store(&s->as->state, SLOT_FREE);
 	s->as->gen = s->gen + 1;
 	p->slot_sid[s->slot] = 0;
+	p->slot_free[p->nfree++] = s->slot;
 	s->as = NULL;
 }
 
@@ -197,9 +205,23 @@ static void listener_forget(struct hub *h, struct hsock *s)
 		}
 }
 
+/* As the kernel: an accepted connection keeps its local port bound, and a
+ * bind to it fails (request.c asks); counted per port, never searched.
+ * The port sits at the same place in both address families. */
+void hsock_port_hold(struct hub *h, struct hsock *s)
+{
+	if (!s->port_held) {
+		s->port_held = 1;
+		h->port_accepted[ntohs(s->local.in.sin_port)]++;
+	}
+}
+
 void hsock_free(struct hub *h, struct hsock *s)
 {
 	struct pool *p = s->pool;
+	if (s->port_held)
+		h->port_accepted[ntohs(s->local.in.sin_port)]--;
+	ports_release(h, s);
 	hsock_uncount(s);
 	if (s->state == HS_LISTENING)
 		listener_forget(h, s);
@@ -370,7 +392,7 @@ void hub_link_gone(struct hub *h, struct link *l)
 		if (ls)
 			ls->npend = k;
 	}
-	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (!s || s->link != l)
 			continue;

@@ -104,13 +104,15 @@ static void json_head(struct sb *s, struct hub *h)
 	sb_printf(s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
-		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu},",
+		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
+		  "\"procs_refused\":%llu,\"limit_refused\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
 		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns, nsegs(h),
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
-		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk);
+		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
+		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);
 }
 
 /* "links": one object each */
@@ -177,7 +179,7 @@ static void json_socks(struct sb *s, struct hub *h)
 	int first;
 	sb_printf(s, "],\"sockets\":[");
 	first = 1;
-	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *x = h->socks[sid];
 		int f2 = 1;
 		if (!x)
@@ -194,11 +196,10 @@ static void json_socks(struct sb *s, struct hub *h)
 			  (unsigned long long)x->cq_recv, (unsigned long long)x->rx_size,
 			  (unsigned long long)x->tx_size, x->lp ? "true" : "false");
 		for (struct proc *pr = h->procs; pr; pr = pr->next)
-			for (uint32_t i = 0; i < pr->nsocks; i++)
-				if (pr->socks[i] == sid) {
-					sb_printf(s, "%s%d", f2 ? "" : ",", (int)pr->pid);
-					f2 = 0;
-				}
+			if (proc_holds(pr, sid)) {
+				sb_printf(s, "%s%d", f2 ? "" : ",", (int)pr->pid);
+				f2 = 0;
+			}
 		sb_printf(s, "]}");
 		first = 0;
 	}
@@ -217,6 +218,8 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,
 		  (unsigned long long)h->tx_shrunk);
+	sb_printf(s, "refused: %llu processes (no descriptor left), %llu requests over a limit\n",
+		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);
 	sb_printf(s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up, "
 		  "%llu ns of routing each\n", (unsigned long long)h->handoffs,
 		  (unsigned long long)(h->handoffs ? h->handoff_ns / h->handoffs : 0),
@@ -268,7 +271,7 @@ static void text_socks(struct sb *s, struct hub *h)
 	char a[80], b[80];
 	sb_printf(s, "\nSockets\n%-6s %-5s %-12s %-4s %-24s %-24s %12s %12s\n", "sid", "pool", "state",
 		  "link", "local", "peer", "bytes-tx", "bytes-rx");
-	for (uint32_t sid = 1; sid < TAG_MAX_SOCKS; sid++) {
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *x = h->socks[sid];
 		if (!x)
 			continue;

@@ -30,6 +30,7 @@ struct hub *hub_test_new(void)
 	h->tx_max = ARENA_MAX_RING;
 	h->rx_max = ARENA_MAX_RING;
 	h->lfd = -1;
+	h->spare_fd = -1;
 	the_hub = h;
 	return h;
 }

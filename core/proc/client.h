@@ -53,6 +53,13 @@ static inline struct arena_slot *cl_slot(uint32_t slot)
 	return arena_slot(cl.arena, slot);
 }
 
+/* The slots the pool ever used: walks over slots stop there. */
+static inline uint32_t cl_slots_hi(void)
+{
+	uint32_t n = cl.arena ? atomic_load(&((struct arena_hdr *)cl.arena)->slots_hi) : 0;
+	return n < ARENA_MAX_SLOTS ? n : ARENA_MAX_SLOTS;
+}
+
 /* vsock*.c: socket operations; return values are -errno on failure */
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
 	      int *evfd, uint32_t *slot, uint32_t *gen);

@@ -85,7 +85,7 @@ static void *watch_main(void *arg)
 	while (n < 0 && errno == EINTR);
 	/* the hub never writes here: whatever ended the wait is its end */
 	atomic_store(&h->hub_dead, 1);
-	for (uint32_t i = 0; i < h->nslots && i < ARENA_MAX_SLOTS; i++) {
+	for (uint32_t i = 0, n = cl_slots_hi(); i < n; i++) {
 		struct arena_slot *s = arena_slot(cl.arena, i);
 		atomic_fetch_add(&s->wake_seq, 1);
 		sys_futex(&s->wake_seq, FUTEX_WAKE, INT_MAX, NULL);

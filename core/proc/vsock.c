@@ -125,8 +125,9 @@ static int release(uint32_t slot, uint32_t gen, int abort);
 void vs_fork_child(void)
 {
 	/* the calls under way in the parent's other threads are not here */
-	for (uint32_t i = 0; i < ARENA_MAX_SLOTS; i++)
-		atomic_store_explicit(&vs_busy[i], 0, memory_order_relaxed);
+	for (uint32_t i = 0, n = cl_slots_hi(); i < n; i++)
+		if (atomic_load_explicit(&vs_busy[i], memory_order_relaxed))
+			atomic_store_explicit(&vs_busy[i], 0, memory_order_relaxed);
 }
 
 /* The last call on a slot released meanwhile: whoever takes GONE back

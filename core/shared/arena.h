@@ -30,10 +30,13 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 3
-#define ARENA_MAX_SLOTS 4096
+#define ARENA_VERSION 4
+/* Slots and ring bytes are laid out for the most a pool can hold; the
+ * memfd is sparse, so only the pages a socket touches cost memory. */
+#define ARENA_MAX_SLOTS (1u << 18)
 #define ARENA_DOORBELL_WORDS (ARENA_MAX_SLOTS / 64)
-#define ARENA_DEFAULT_BYTES (512ull << 20)  /* sparse: only touched pages cost */
+#define ARENA_SUMMARY_WORDS (ARENA_DOORBELL_WORDS / 64)
+#define ARENA_DEFAULT_BYTES (64ull << 30)
 #define ARENA_MIN_RING 4096u
 #define ARENA_MAX_RING (4u << 20)
 #define ARENA_DEFAULT_RING (128u << 10)
@@ -100,6 +103,10 @@ struct arena_hdr {
 	uint64_t pool_id;
 	_Atomic uint32_t hub_sleeping;  /* processes kick the pool eventfd only then */
 	_Atomic uint32_t hub_dead;      /* set by a process that saw the hub die */
+	_Atomic uint32_t slots_hi;      /* hub: no slot at or above it was ever used */
+	/* a bell is a bit per slot, and a bit per word of bells in the
+	 * summary, so that the hub reads only the words that rang */
+	_Atomic uint64_t summary[ARENA_SUMMARY_WORDS] __attribute__((aligned(64)));
 	_Atomic uint64_t doorbell[ARENA_DOORBELL_WORDS] __attribute__((aligned(64)));
 };
 
@@ -121,6 +128,7 @@ static inline int arena_ring(void *base, uint32_t i, uint32_t op)
 	struct arena_slot *s = arena_slot(base, i);
 	atomic_fetch_or_explicit(&s->pending_ops, op, memory_order_release);
 	atomic_fetch_or_explicit(&h->doorbell[i / 64], 1ull << (i % 64), memory_order_seq_cst);
+	atomic_fetch_or_explicit(&h->summary[i / 4096], 1ull << (i / 64 % 64), memory_order_seq_cst);
 	return atomic_load_explicit(&h->hub_sleeping, memory_order_seq_cst) != 0;
 }
 

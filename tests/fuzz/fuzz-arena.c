@@ -187,12 +187,14 @@ static void step_arena(uint8_t op, const struct step *st)
 		break;
 	case 4:
 		atomic_fetch_or(&ah->doorbell[a % ARENA_DOORBELL_WORDS], v);
+		atomic_fetch_or(&ah->summary[a % ARENA_DOORBELL_WORDS / 64], x & 1 ? v : 1ull << (a % 64));
 		hub_test_doorbells(h, fh.pool);
 		break;
 	case 5: {
 		uint32_t slot = (a & 1) && s && s->as ? s->slot : b;
 		atomic_fetch_or(&((struct arena_slot *)((uint8_t *)fh.pool->base + fh.slots_off))[slot].pending_ops, x);
 		atomic_fetch_or(&ah->doorbell[slot / 64], 1ull << (slot % 64));
+		atomic_fetch_or(&ah->summary[slot / 4096], 1ull << (slot / 64 % 64));
 		hub_test_doorbells(h, fh.pool);
 		break;
 	}

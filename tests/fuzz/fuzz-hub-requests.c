@@ -4,7 +4,7 @@
  * processes and by a peer hub (core/hub/route.c, data.c: hub_ctl_in, hub_rx_target,
  * hsock_tx, completions through hub_route).
  *
- * One socketless hub for the whole run (hub_test_new, RSHARE_ARENA_MB=16),
+ * One socketless hub for the whole run (hub_test_new, RSHARE_ARENA_MB=128),
  * with fake transports in h->soft and h->verbs (tests/fuzz/fuzz_hub.h:
  * their posts record completions and check what the hub posts; link_connect
  * succeeds without a socket, so MSG_CONNECT makes links).  Every input

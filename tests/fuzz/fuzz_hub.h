@@ -3,7 +3,7 @@
  * fuzz-arena.c): a socketless hub (hub_test_*), two fake transports and the
  * checks every fake post makes.
  *
- * The hub is made once per process (hub_test_new), with RSHARE_ARENA_MB=16.
+ * The hub is made once per process (hub_test_new), with RSHARE_ARENA_MB=128.
  * Each input starts from the same state and leaves it behind: fh_begin()
  * makes a fresh pool with its processes, fh_end() lets every process die,
  * fails every link and settles, and then no socket may be left (a socket
@@ -267,7 +267,7 @@ static inline void fh_init(void)
 {
 	if (fh.h)
 		return;
-	setenv("RSHARE_ARENA_MB", "16", 1);
+	setenv("RSHARE_ARENA_MB", "128", 1);
 	log_level = getenv("RSHARE_LOG") ? LOG_LVL_DEBUG : -1; /* quiet unless asked */
 	fh.h = hub_test_new();
 	if (!fh.h)

@@ -1,0 +1,152 @@
+/*
+ * many-connections: one client holding thousands of connections, as kernel
+ * TCP holds them.
+ *
+ *   many-connections server [-w WORKERS] PORT...
+ *       Listens on every PORT (SO_REUSEADDR, nonblocking), forks WORKERS (1) workers
+ *       that share the listeners; each accepts and echoes with one epoll
+ *       set, level-triggered, nonblocking.  Prints "ready"; runs until
+ *       killed (the workers die with it).
+ *   many-connections client -n N HOST PORT...
+ *       Opens N blocking connections, the i-th to PORT number i % count,
+ *       and keeps them all open; then writes 16 bytes naming the
+ *       connection on each, and reads each echo back (blocking reads, in
+ *       order).  Prints one line: "open=O echoed=E errors=X first=ERRNO",
+ *       ERRNO being the first failure's errno name ("none").  A failed
+ *       connect stops the opening, as in a program that gives up.
+ *
+ * Plain BSD sockets: knows nothing of rshare.
+ */
+#include "helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#define MAXPORTS 8
+
+static int listen_on(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0)
+		t_die("listen on %d: %s", port, strerror(errno));
+	return fd;
+}
+
+static void worker(const int *lfd, int nl)
+{
+	int ep = epoll_create1(0);
+	struct epoll_event ev[256];
+	char buf[4096];
+	if (ep < 0)
+		t_die("epoll_create1: %s", strerror(errno));
+	for (int i = 0; i < nl; i++) {
+		struct epoll_event e = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = (uint64_t)i << 32 | 1};
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd[i], &e) < 0)
+			t_die("epoll_ctl listener: %s", strerror(errno));
+	}
+	for (;;) {
+		int n = epoll_wait(ep, ev, 256, -1);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u64 & 1) {
+				int c = accept4(lfd[ev[i].data.u64 >> 32], NULL, NULL, SOCK_NONBLOCK);
+				struct epoll_event e = {.events = EPOLLIN, .data.u64 = (uint64_t)c << 32};
+				if (c >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, c, &e) < 0)
+					close(c);
+				continue;
+			}
+			int fd = (int)(ev[i].data.u64 >> 32);
+			ssize_t r = read(fd, buf, sizeof(buf));
+			if (r > 0 && t_write_full(fd, buf, (size_t)r) == 0)
+				continue;
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			close(fd);
+		}
+	}
+}
+
+static int server(int argc, char **argv)
+{
+	int workers = 1, lfd[MAXPORTS], nl = 0, opt;
+	while ((opt = getopt(argc, argv, "w:")) != -1)
+		workers = atoi(optarg);
+	for (int i = optind; i < argc && nl < MAXPORTS; i++)
+		lfd[nl++] = listen_on(atoi(argv[i]));
+	setpgid(0, 0);
+	for (int w = 0; w < workers; w++)
+		if (fork() == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			worker(lfd, nl);
+		}
+	printf("ready\n");
+	fflush(stdout);
+	signal(SIGTERM, SIG_DFL);
+	while (wait(NULL) > 0)
+		;
+	return 0;
+}
+
+static int client(int argc, char **argv)
+{
+	int n = 0, opt, nports = 0, open_ = 0, echoed = 0, errors = 0, first = 0;
+	struct sockaddr_in dst[MAXPORTS];
+	int *fds;
+	while ((opt = getopt(argc, argv, "n:")) != -1)
+		n = atoi(optarg);
+	if (optind + 1 >= argc || n <= 0)
+		t_die("usage: many-connections client -n N HOST PORT...");
+	for (int i = optind + 1; i < argc && nports < MAXPORTS; i++, nports++) {
+		dst[nports] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[i]))};
+		inet_pton(AF_INET, argv[optind], &dst[nports].sin_addr);
+	}
+	fds = calloc((size_t)n, sizeof(*fds));
+	for (int i = 0; i < n; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&dst[i % nports], sizeof(dst[0])) < 0) {
+			first = errno;
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		fds[open_++] = fd;
+	}
+	for (int i = 0; i < open_; i++) {
+		char m[17];
+		snprintf(m, sizeof(m), "conn%012d", i);
+		if (t_write_full(fds[i], m, 16) < 0) {
+			errors++;
+			first = first ? first : errno;
+		}
+	}
+	for (int i = 0; i < open_; i++) {
+		char m[17], got[16];
+		snprintf(m, sizeof(m), "conn%012d", i);
+		if (t_read_full(fds[i], got, 16) == 16 && !memcmp(got, m, 16)) {
+			echoed++;
+		} else {
+			errors++;
+			first = first ? first : errno ? errno : EPROTO;
+		}
+	}
+	printf("open=%d echoed=%d errors=%d first=%s\n", open_, echoed, errors,
+	       first ? strerrorname_np(first) : "none");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "server"))
+		return server(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "client"))
+		return client(argc - 1, argv + 1);
+	t_die("usage: many-connections server|client ...");
+	return 1;
+}
