@@ -22,6 +22,7 @@ struct free_blk {
 
 struct arena_alloc {
 	uint64_t next, end, in_use;
+	uint64_t *charge, limit;
 	struct free_blk *free[NCLASS];
 };
 
@@ -82,7 +83,7 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 {
 	int c = size_class(size);
 	uint64_t off;
-	if (c < 0)
+	if (c < 0 || (a->charge && a->limit && *a->charge + size > a->limit))
 		return 0;
 	if (a->free[c]) {
 		struct free_blk *b = a->free[c];
@@ -98,6 +99,8 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 		a->next = at + size;
 	}
 	a->in_use += size;
+	if (a->charge)
+		*a->charge += size;
 	return off;
 }
 
@@ -114,6 +117,14 @@ void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size)
 	b->next = a->free[c];
 	a->free[c] = b;
 	a->in_use -= size;
+	if (a->charge)
+		*a->charge -= size;
+}
+
+void arena_alloc_charge(struct arena_alloc *a, uint64_t *charge, uint64_t limit)
+{
+	a->charge = charge;
+	a->limit = limit;
 }
 
 uint64_t arena_in_use(const struct arena_alloc *a)

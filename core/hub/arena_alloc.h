@@ -16,5 +16,8 @@ void arena_alloc_free_all(struct arena_alloc *a);
 uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
 void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
 uint64_t arena_in_use(const struct arena_alloc *a);
+/* Charge what it hands out to *charge too, and refuse (0) what would
+ * take *charge past limit (0: no limit). */
+void arena_alloc_charge(struct arena_alloc *a, uint64_t *charge, uint64_t limit);
 
 #endif

@@ -54,10 +54,22 @@ struct msg_req;
 struct msg_rep;
 
 
+#define HUB_UID_POOLS 1024      /* default uid_pools */
+#define HUB_UID_SOCKETS (1u << 20) /* default uid_sockets: as many as the hub has ids */
 #define POOL_CHUNK (4u << 20) /* unit of memory registration (verbs) */
+
+/* What one uid holds on this hub (pool.c), against the limits of
+ * rshare.conf(5); kept while the hub runs (there are few uids). */
+struct uid_use {
+	uid_t uid;
+	uint32_t pools, socks;
+	uint64_t bytes;               /* ring bytes its pools have allocated */
+	struct uid_use *next;
+};
 
 struct pool {
 	uint64_t id;
+	struct uid_use *use;          /* its uid's account */
 	int memfd, evfd;
 	struct hub_ev ev;
 	void *base;
@@ -250,6 +262,9 @@ struct hub {
 	uint16_t port_lo, port_hi, port_next;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
 	uint64_t procs_refused, limit_refused; /* request.c */
+	uint32_t lim_pools, lim_socks;  /* per uid (rshare.conf: uid_pools, uid_sockets) */
+	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */
+	struct uid_use *uids;
 	uint64_t local_connects;    /* connections that took the same-node path */
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
@@ -307,7 +322,8 @@ static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 /* pool.c */
 /* A memfd of BYTES (sparse) named NAME, mapped shared; NULL (errno set) on failure. */
 void *hub_shm_new(const char *name, uint64_t bytes, int *fd);
-struct pool *pool_new(struct hub *h);
+struct pool *pool_new(struct hub *h, uid_t uid); /* NULL, errno EUSERS: the uid is at its limit */
+int uid_limit(struct hub *h, struct uid_use *u, const char *what); /* log, count: -ENOBUFS */
 void pool_maybe_free(struct hub *h, struct pool *p);
 void pools_sweep(struct hub *h); /* pools without processes or sockets */
 /* Keys for [off, off+len) of a pool (registers its chunks on first use); 0 or -errno. */

@@ -389,6 +389,9 @@ int hub_main(int argc, char **argv)
 	log_init("rshared", cf.log >= 0 ? cf.log : LOG_LVL_WARN);
 	port = cf.port ? cf.port : HUB_DEFAULT_PORT;
 	h->mode = parse_mode(cf.transport);
+	h->lim_pools = cf.uid_pools ? cf.uid_pools : HUB_UID_POOLS;
+	h->lim_socks = cf.uid_sockets ? cf.uid_sockets : HUB_UID_SOCKETS;
+	h->lim_bytes = cf.uid_memory;
 	r = hub_options(h, argc, argv, &port, &daemon_mode);
 	if (r)
 		return r;

@@ -57,11 +57,50 @@ void *hub_shm_new(const char *name, uint64_t bytes, int *fd)
 	return NULL;
 }
 
-struct pool *pool_new(struct hub *h)
+/* The account of uid, made on its first pool. */
+static struct uid_use *uid_use(struct hub *h, uid_t uid)
 {
-	struct pool *p = calloc(1, sizeof(*p));
+	struct uid_use *u;
+	for (u = h->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	u = calloc(1, sizeof(*u));
+	if (u) {
+		u->uid = uid;
+		u->next = h->uids;
+		h->uids = u;
+	}
+	return u;
+}
+
+/* A uid reached a limit: said once per second at most, counted always. */
+int uid_limit(struct hub *h, struct uid_use *u, const char *what)
+{
+	static uint64_t last;
+	uint64_t now = hub_now_ms();
+	h->limit_refused++;
+	if (now - last >= 1000) {
+		last = now;
+		log_warn("uid %u: at its limit of %s (rshare.conf uid_%s): refused", (unsigned)u->uid, what, what);
+	}
+	return -ENOBUFS;
+}
+
+struct pool *pool_new(struct hub *h, uid_t uid)
+{
+	struct uid_use *u = uid_use(h, uid);
+	struct pool *p;
+	if (!u)
+		return NULL;
+	if (u->pools >= h->lim_pools) {
+		uid_limit(h, u, "pools");
+		errno = EUSERS;
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	p->use = u;
 	p->id = ++h->next_pool_id;
 	p->bytes = arena_bytes_cfg();
 	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -92,12 +131,15 @@ struct pool *pool_new(struct hub *h)
 		p->slot_free = calloc(ARENA_MAX_SLOTS, sizeof(*p->slot_free));
 		if (!p->rx_alloc || !p->tx_alloc || !p->mrs || !p->mr_ok || !p->slot_free)
 			goto fail;
+		arena_alloc_charge(p->rx_alloc, &u->bytes, h->lim_bytes);
+		arena_alloc_charge(p->tx_alloc, &u->bytes, h->lim_bytes);
 	}
 	p->ev.fn = pool_kick;
 	if (hub_watch(h, p->evfd, EPOLLIN, &p->ev) < 0)
 		goto fail;
 	p->next = h->pools;
 	h->pools = p;
+	u->pools++;
 	log_info("pool %llu: arena of %llu MiB", (unsigned long long)p->id,
 		 (unsigned long long)(p->bytes >> 20));
 	return p;
@@ -136,6 +178,7 @@ void pools_sweep(struct hub *h)
 			continue;
 		}
 		*pp = p->next;
+		p->use->pools--;
 		hub_unwatch(h, p->evfd);
 		close(p->evfd);
 		for (uint32_t c = 0; c < p->nchunks; c++)

@@ -90,9 +90,9 @@ static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, s
 		r->rep.status = -EISCONN;
 		return;
 	}
-	pr->pool = pool_new(h);
+	pr->pool = pool_new(h, pr->uid);
 	if (!pr->pool) {
-		r->rep.status = -ENOMEM;
+		r->rep.status = errno == EUSERS ? -EUSERS : -ENOMEM;
 		return;
 	}
 	pr->pool->nprocs++;

@@ -77,6 +77,9 @@ static void mutex_init_robust(pthread_mutex_t *m)
 int hsock_rings_alloc(struct hsock *s)
 {
 	struct pool *p = s->pool;
+	struct hub *h = the_hub;
+	if (h->lim_bytes && p->use->bytes + s->rx_size + s->tx_size > h->lim_bytes)
+		return uid_limit(h, p->use, "memory");
 	if (s->rx_size && !(s->rx_off = arena_alloc(p->rx_alloc, s->rx_size)))
 		return -ENOBUFS;
 	if (s->tx_size && !(s->tx_off = arena_alloc(p->tx_alloc, s->tx_size))) {
@@ -95,7 +98,12 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 {
 	struct hsock *s;
 	struct arena_slot *as;
-	uint32_t slot, sid = sid_alloc(h);
+	uint32_t slot, sid;
+	if (p->use->socks >= h->lim_socks) {
+		uid_limit(h, p->use, "sockets");
+		return NULL;
+	}
+	sid = sid_alloc(h);
 	if (!sid || (slot = slot_alloc(p)) == UINT32_MAX)
 		return NULL;
 	s = calloc(1, sizeof(*s));
@@ -138,6 +146,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	as->gen = s->gen;
 	p->slot_sid[slot] = sid;
 	p->nsocks++;
+	p->use->socks++;
 	h->socks[sid] = s;
 	h->nsocks++;
 	return s;
@@ -229,6 +238,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 	hsock_ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
 	hsock_rings_forget(s);
 	p->nsocks--;
+	p->use->socks--;
 	if (s->evfd >= 0)
 		close(s->evfd);
 	hpoll_close(s);

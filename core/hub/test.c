@@ -31,13 +31,15 @@ struct hub *hub_test_new(void)
 	h->rx_max = ARENA_MAX_RING;
 	h->lfd = -1;
 	h->spare_fd = -1;
+	h->lim_pools = HUB_UID_POOLS;
+	h->lim_socks = HUB_UID_SOCKETS;
 	the_hub = h;
 	return h;
 }
 
 struct pool *hub_test_pool(struct hub *h)
 {
-	return pool_new(h);
+	return pool_new(h, getuid());
 }
 
 struct proc *hub_test_proc(struct hub *h, struct pool *p)

@@ -109,6 +109,28 @@ int cfg_parse_size(const char *s, uint32_t *out)
 	return 0;
 }
 
+int cfg_parse_bytes(const char *s, uint64_t *out)
+{
+	static const char suf[] = "KMGT";
+	unsigned long v;
+	uint64_t mult = 1;
+	const char *e, *x;
+	if (!s || cfg_parse_uint(s, &e, 1ul << 30, &v) < 0)
+		return -1;
+	if (*e && (x = strchr(suf, *e & ~0x20))) {
+		mult = 1ull << (10 * (x - suf + 1));
+		e++;
+		if ((*e == 'i' || *e == 'I') && (e[1] == 'B' || e[1] == 'b'))
+			e += 2;
+		else if (*e == 'B' || *e == 'b')
+			e++;
+	}
+	if (*e || (uint64_t)v * mult < (1ull << 20) || (uint64_t)v * mult > (1ull << 40))
+		return -1;
+	*out = (uint64_t)v * mult;
+	return 0;
+}
+
 int cfg_parse_port(const char *s, int *out)
 {
 	unsigned long v;
@@ -262,6 +284,26 @@ static int set_spin(struct cfg *c, const char *key, const char *val, char *err, 
 	return 0;
 }
 
+/* uid_pools, uid_sockets, uid_memory */
+static int set_uid_limit(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	unsigned long v;
+	const char *e;
+	if (!strcmp(key, "uid_memory")) {
+		if (cfg_parse_bytes(val, &c->uid_memory) < 0) {
+			cfg_err_set(err, errlen, "uid_memory: '%s' is not a size from 1M to 1T", val);
+			return -1;
+		}
+		return 0;
+	}
+	if (cfg_parse_uint(val, &e, 1ul << 24, &v) < 0 || *e || !v) {
+		cfg_err_set(err, errlen, "%s: '%s' is not a number from 1 to 16777216", key, val);
+		return -1;
+	}
+	*(key[4] == 'p' ? &c->uid_pools : &c->uid_sockets) = (uint32_t)v;
+	return 0;
+}
+
 static int set_hub(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
 {
 	(void)key;
@@ -285,6 +327,9 @@ static const struct cfg_key {
 	{"sndbuf", set_size},
 	{"hub", set_hub},
 	{"spin_us", set_spin},
+	{"uid_pools", set_uid_limit},
+	{"uid_sockets", set_uid_limit},
+	{"uid_memory", set_uid_limit},
 };
 
 /* One line, comments and ends trimmed; 0, or -1 with the problem in ERR. */

@@ -47,6 +47,9 @@ struct cfg {
 	uint32_t rcvbuf, sndbuf;      /* 0 unset, else bytes (ring sizes) */
 	char hub[CFG_PATH_MAX];       /* "" unset, else an absolute path */
 	int spin_us;                  /* -1 unset, else how long a waiter spins before it sleeps */
+	/* what one uid may hold on the hub at once: 0 unset */
+	uint32_t uid_pools, uid_sockets;
+	uint64_t uid_memory;          /* ring bytes */
 	unsigned nrules;
 	struct cfg_rule rule[CFG_MAX_RULES];
 };
@@ -71,6 +74,7 @@ int cfg_parse_size(const char *s, uint32_t *out);   /* N[K|M], 4K..4M */
 int cfg_parse_port(const char *s, int *out);        /* 1..65535 */
 int cfg_parse_log(const char *s, int *out);         /* error warn info debug */
 int cfg_parse_spin(const char *s, int *out);        /* 0..100000 microseconds */
+int cfg_parse_bytes(const char *s, uint64_t *out);  /* 1M..1T, K/M/G/T suffixes */
 int cfg_parse_transport(const char *s);             /* auto verbs soft */
 
 /* The rule that decides for program PROG doing OP at address A (NULL or
