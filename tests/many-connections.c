@@ -7,13 +7,16 @@
  *       that share the listeners; each accepts and echoes with one epoll
  *       set, level-triggered, nonblocking.  Prints "ready"; runs until
  *       killed (the workers die with it).
- *   many-connections client -n N HOST PORT...
+ *   many-connections client -n N [-t] [-H] HOST PORT...
  *       Opens N blocking connections, the i-th to PORT number i % count,
  *       and keeps them all open; then writes 16 bytes naming the
  *       connection on each, and reads each echo back (blocking reads, in
  *       order).  Prints one line: "open=O echoed=E errors=X first=ERRNO",
  *       ERRNO being the first failure's errno name ("none").  A failed
  *       connect stops the opening, as in a program that gives up.
+ *       -t: the line also says how long the opening and the echoes took
+ *       (open_ms=, echo_ms=); -H: then hold every connection until
+ *       SIGTERM (the scale rows of tests/bench/scale.sh).
  *
  * Plain BSD sockets: knows nothing of rshare.
  */
@@ -27,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #define MAXPORTS 8
 
@@ -94,13 +98,27 @@ static int server(int argc, char **argv)
 	return 0;
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static int client(int argc, char **argv)
 {
-	int n = 0, opt, nports = 0, open_ = 0, echoed = 0, errors = 0, first = 0;
+	int n = 0, opt, nports = 0, open_ = 0, echoed = 0, errors = 0, first = 0, times = 0, hold = 0;
 	struct sockaddr_in dst[MAXPORTS];
+	double t0 = now_ms(), t1, t2;
 	int *fds;
-	while ((opt = getopt(argc, argv, "n:")) != -1)
-		n = atoi(optarg);
+	while ((opt = getopt(argc, argv, "n:tH")) != -1) {
+		if (opt == 'n')
+			n = atoi(optarg);
+		else if (opt == 't')
+			times = 1;
+		else if (opt == 'H')
+			hold = 1;
+	}
 	if (optind + 1 >= argc || n <= 0)
 		t_die("usage: many-connections client -n N HOST PORT...");
 	for (int i = optind + 1; i < argc && nports < MAXPORTS; i++, nports++) {
@@ -118,6 +136,7 @@ static int client(int argc, char **argv)
 		}
 		fds[open_++] = fd;
 	}
+	t1 = now_ms();
 	for (int i = 0; i < open_; i++) {
 		char m[17];
 		snprintf(m, sizeof(m), "conn%012d", i);
@@ -136,8 +155,14 @@ static int client(int argc, char **argv)
 			first = first ? first : errno ? errno : EPROTO;
 		}
 	}
-	printf("open=%d echoed=%d errors=%d first=%s\n", open_, echoed, errors,
-	       first ? strerrorname_np(first) : "none");
+	t2 = now_ms();
+	printf("open=%d echoed=%d errors=%d first=%s", open_, echoed, errors, first ? strerrorname_np(first) : "none");
+	if (times)
+		printf(" open_ms=%.0f echo_ms=%.0f", t1 - t0, t2 - t1);
+	printf("\n");
+	fflush(stdout);
+	while (hold)
+		pause(); /* SIGTERM ends it */
 	return 0;
 }
 

@@ -55,6 +55,8 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		hsock_abort(h, s, "process wrote an impossible tx tail");
 		return;
 	}
+	if (tail != s->tx_posted)
+		hsock_touched(h, s);
 	base = arena_bytes(s->pool->base, s->tx_off);
 	/* the peer's ring changes: until we switch (hsock_peer_switch, when
 	 * a RING or CREDIT comes), the smaller of the two windows */

@@ -215,6 +215,7 @@ struct hsock {
 		rx_nogrow : 1,      /* it was not: no more until the connection idles */
 		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
 		on_resized : 1,     /* on h->resized: a ring above its first size, or a move waiting */
+		touched : 1,        /* data went through its link rings since they were last punched */
 		idle_seen : 1,
 		tx_watch : 1;       /* a nonblocking writer waits for room: the hub watches its ring */
 	union sockaddr_any local, peer_addr;
@@ -262,6 +263,7 @@ struct hub {
 	uint16_t port_lo, port_hi, port_next;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
 	uint64_t procs_refused, limit_refused; /* request.c */
+	uint64_t rings_punched;         /* idle rings whose pages went back (resize.c) */
 	uint32_t lim_pools, lim_socks;  /* per uid (rshare.conf: uid_pools, uid_sockets) */
 	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */
 	struct uid_use *uids;
@@ -450,6 +452,7 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
 void hsock_tx_watch(struct hub *h, struct hsock *s); /* a nonblocking writer found its ring full */
+void hsock_touched(struct hub *h, struct hsock *s); /* data moved: punch its rings once idle */
 void hub_ring_timers(struct hub *h);      /* moves that waited, rings of idle connections */
 /* route.c */
 void hub_route(struct hub *h, const struct xwc *wc);

@@ -30,6 +30,8 @@
  */
 #include "hub.h"
 
+#include <fcntl.h>
+
 #include "log.h"
 #include "tag.h"
 
@@ -434,6 +436,52 @@ static void pair_shrink(struct hub *h, struct hsock *s)
 	gate_give(&s->as->tx_hold);
 }
 
+/* ---- the memory of idle rings ----
+ * A connection whose data moved has pages in its rings; once it idles with
+ * both rings empty, the pages go back to the system (punched out of the
+ * arena's memfd; the rings keep their place and size, and the next byte
+ * touches a page again), so an idle connection costs its slot and not its
+ * rings.  Not for rings a NIC may write (pinned: verbs).  The reader and
+ * the writer are kept out as for a move (the gate words). */
+void hsock_touched(struct hub *h, struct hsock *s)
+{
+	if (!s->touched) {
+		s->touched = 1;
+		resized_add(h, s);
+	}
+}
+
+static int ring_punch(struct pool *p, uint64_t off, uint64_t size)
+{
+	if (!off || pool_chunk_pinned(p, off))
+		return 0;
+	return fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size) == 0;
+}
+
+static void rings_punch(struct hub *h, struct hsock *s)
+{
+	struct arena_slot *as = s->as;
+	int rx = 0, tx = 0;
+	if (!s->rx_switch && !s->rx_offered && ring_load(&as->rx.head) == s->rx_tail &&
+	    gate_take(&as->rx_in, &as->rx_hold)) {
+		rx = ring_load(&as->rx.head) == s->rx_tail;
+		if (rx)
+			ring_punch(s->pool, s->rx_off, s->rx_size);
+		gate_give(&as->rx_hold);
+	}
+	if (!s->tx_old_size && !s->fin_pending && s->tx_posted == s->tx_done &&
+	    ring_load(&as->tx.tail) == s->tx_done && gate_take(&as->tx_in, &as->tx_hold)) {
+		tx = ring_load(&as->tx.tail) == s->tx_done;
+		if (tx)
+			ring_punch(s->pool, s->tx_off, s->tx_size);
+		gate_give(&as->tx_hold);
+	}
+	if (rx && tx) {
+		s->touched = 0;
+		h->rings_punched++;
+	}
+}
+
 /* ---- timers ---- */
 
 /* An idle connection's rings back to their first size. */
@@ -454,6 +502,8 @@ static void idle_look(struct hub *h, struct hsock *s)
 	if (s->rx_size > ARENA_DEFAULT_RING && ring_load(&s->as->rx.head) == s->rx_tail)
 		rx_offer(h, s, ARENA_DEFAULT_RING);
 	tx_shrink(h, s);
+	if (s->touched && s->rx_size <= ARENA_DEFAULT_RING && s->tx_size <= ARENA_DEFAULT_RING)
+		rings_punch(h, s);
 }
 
 /* Does s stay on h->resized: a ring above its first size, or a move or
@@ -466,7 +516,7 @@ static int resized_keep(const struct hsock *s)
 		return 1;
 	if (s->lp)
 		return s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED;
-	return s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING ||
+	return s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING || (s->touched && s->link) ||
 	       (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed);
 }
 

@@ -160,6 +160,7 @@ static void route_recv_imm(struct hub *h, struct link *wl, const struct xwc *wc)
 		ring_store(&s->as->rx.tail, s->rx_tail);
 	s->bytes_rx += wc->byte_len;
 	s->cq_recv++;
+	hsock_touched(h, s);
 	wl->cq_recv++;
 	wl->bytes_rx += wc->byte_len;
 	wl->msgs_rx++;

@@ -105,14 +105,15 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
-		  "\"procs_refused\":%llu,\"limit_refused\":%llu},",
+		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
 		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns, nsegs(h),
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
-		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);
+		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
+		  (unsigned long long)h->rings_punched);
 }
 
 /* "links": one object each */
