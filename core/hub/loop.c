@@ -136,11 +136,14 @@ void hub_batch_end(struct hub *h)
 	hub_free_deferred(h);
 }
 
-/* Doorbells, completions and links with room again, until none has work;
- * returns when it last found some. */
+/* Doorbells, completions and links with room again, until none has work
+ * or HUB_DRAIN_ROUNDS went by (so that a process ringing in a loop never
+ * keeps the hub from its requests and links); returns when it last found
+ * some. */
+#define HUB_DRAIN_ROUNDS 64
 static uint64_t hub_drain(struct hub *h, uint64_t last_work)
 {
-	int busy;
+	int busy, rounds = 0;
 	do {
 		busy = 0;
 		for (struct pool *p = h->pools; p; p = p->next)
@@ -151,7 +154,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work)
 		busy |= hub_run_writable(h);
 		if (busy)
 			last_work = hub_now_ns();
-	} while (busy);
+	} while (busy && ++rounds < HUB_DRAIN_ROUNDS);
 	return last_work;
 }
 
