@@ -46,7 +46,8 @@ run_pair() {
 
 check_link() {
 	local n=$1
-	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	# the hub may still be closing thousands of sockets (slow under ASan)
+	RS_STAT_TIMEOUT=120 rs_stat "$NS_B" >"$RS_TMP/statB.json"
 	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n "$n" '
 		$b[0] as $B |
 		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),

@@ -378,7 +378,7 @@ uint32_t hub_mem_max(int tx)
 
 int hub_main(int argc, char **argv)
 {
-	struct hub *h = calloc(1, sizeof(*h));
+	struct hub *h;
 	int daemon_mode = 0, r;
 	long port;
 	static struct cfg cf;
@@ -389,18 +389,19 @@ int hub_main(int argc, char **argv)
 		fprintf(stderr, "rshared: %s\n", err);
 		return 2;
 	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return 1;
 	log_init("rshared", cf.log >= 0 ? cf.log : LOG_LVL_WARN);
 	port = cf.port ? cf.port : HUB_DEFAULT_PORT;
 	h->mode = parse_mode(cf.transport);
 	h->lim_pools = cf.uid_pools ? cf.uid_pools : HUB_UID_POOLS;
 	h->lim_socks = cf.uid_sockets ? cf.uid_sockets : HUB_UID_SOCKETS;
 	h->lim_bytes = cf.uid_memory;
+	the_hub = h;
 	r = hub_options(h, argc, argv, &port, &daemon_mode);
 	if (r)
 		return r;
-	if (!h)
-		return 1;
-	the_hub = h;
 	h->port = (uint16_t)port;
 	if (hub_setup(h) < 0)
 		return 1;
