@@ -12,7 +12,8 @@
  *       and keeps them all open; then writes 16 bytes naming the
  *       connection on each, and reads each echo back (blocking reads, in
  *       order).  Prints one line: "open=O echoed=E errors=X first=ERRNO",
- *       ERRNO being the first failure's errno name ("none").  A failed
+ *       ERRNO being the first failure's errno name ("none"; ENODATA: end
+ *       of file before the echo, EPROTO: a wrong echo).  A failed
  *       connect stops the opening, as in a program that gives up.
  *       -t: the line also says how long the opening and the echoes took
  *       (open_ms=, echo_ms=); -H: then hold every connection until
@@ -148,11 +149,15 @@ static int client(int argc, char **argv)
 	for (int i = 0; i < open_; i++) {
 		char m[17], got[16];
 		snprintf(m, sizeof(m), "conn%012d", i);
-		if (t_read_full(fds[i], got, 16) == 16 && !memcmp(got, m, 16)) {
+		ssize_t r;
+		errno = 0;
+		r = t_read_full(fds[i], got, 16);
+		if (r == 16 && !memcmp(got, m, 16)) {
 			echoed++;
 		} else {
 			errors++;
-			first = first ? first : errno ? errno : EPROTO;
+			/* end of file before the echo: ENODATA */
+			first = first ? first : r < 0 && errno ? errno : r < 16 ? ENODATA : EPROTO;
 		}
 	}
 	t2 = now_ms();
