@@ -22,10 +22,16 @@ static void jskip(struct jp *j)
 static char *jstring(struct jp *j)
 {
 	char *out, *o;
+	const char *q;
 	if (j->p >= j->end || *j->p != '"')
 		return NULL;
 	j->p++;
-	out = o = malloc(j->end - j->p + 1);
+	/* as long as the string is (its escapes only shorten it), not the
+	 * rest of the input: an answer of many strings stays linear */
+	for (q = j->p; q < j->end && *q != '"'; q++)
+		if (*q == '\\' && q + 1 < j->end)
+			q++;
+	out = o = malloc((size_t)(q - j->p) + 1);
 	if (!out)
 		return NULL;
 	while (j->p < j->end && *j->p != '"') {

@@ -263,6 +263,7 @@ struct hub {
 	uint16_t port_lo, port_hi, port_next;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
 	uint64_t procs_refused, limit_refused; /* request.c */
+	uint64_t refused_ms;            /* when a turned-away process was last logged */
 	uint64_t rings_punched;         /* idle rings whose pages went back (resize.c) */
 	uint32_t lim_pools, lim_socks;  /* per uid (rshare.conf: uid_pools, uid_sockets) */
 	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */

@@ -409,14 +409,20 @@ void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && h->spare_fd >= 0) {
 			/* every descriptor is taken: the process is turned away
 			 * (its connection closes: it runs on kernel TCP), not left
-			 * to ring the listener for ever */
+			 * to ring the listener for ever.  The kernel says EMFILE
+			 * before it looks for a connection: none may be waiting. */
 			close(h->spare_fd);
 			fd = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
 			if (fd >= 0)
 				close(fd);
 			h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				return;
 			h->procs_refused++;
-			log_warn("a process turned away: the hub has no descriptor left");
+			if (hub_now_ms() - h->refused_ms >= 1000) {
+				h->refused_ms = hub_now_ms();
+				log_warn("a process turned away: the hub has no descriptor left");
+			}
 			continue;
 		}
 		if (fd < 0)
