@@ -9,6 +9,8 @@
 # used, where kernel TCP shares a port across destinations).  Now slots
 # and ring memory grow with the pool, and the hub gives each connection a
 # port of the node's range not yet used towards the same destination.
+# Within one node, two pools held at most 1,021 connections (their shared
+# segment was 256 MiB): the others went to kernel TCP.
 # The hubs' stat proves the rshare runs took the link.
 
 load lib
@@ -39,7 +41,7 @@ run_pair() {
 		rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$p" | grep -q . || true
 	done
 	sleep 0.3
-	out=$(RS_TIMEOUT=240 rs_exec "$NS_B" $pre "$RS_BIN/many-connections" client -n "$n" $ADDR_A "$@" \
+	out=$(RS_TIMEOUT=240 rs_exec "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/many-connections" client -n "$n" $ADDR_A "$@" \
 		2>"$RS_TMP/$name-client.err") || true
 	kill "$RS_LASTPID" 2>/dev/null || true
 }
@@ -75,4 +77,19 @@ check_link() {
 	rs=$out
 	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(tail -3 "$RS_TMP/r-ports-client.err")"
 	check_link 300
+}
+
+@test "within one node, 3,000 connections between two pools, all on rshare, as on kernel TCP" {
+	local tcp rs want="open=3000 echoed=3000 errors=0 first=none"
+	CLIENT_NS=$NS_A run_pair k-local 3000 7731 7732
+	tcp=$out
+	[[ $tcp == "$want" ]] || rs_fail "kernel TCP: '$tcp' $(tail -3 "$RS_TMP/k-local-client.err")"
+	CLIENT_NS=$NS_A run_pair r-local --rshare 3000 7733 7734
+	rs=$out
+	[[ $rs == "$tcp" ]] || rs_fail "rshare: '$rs', kernel TCP: '$tcp' $(tail -3 "$RS_TMP/r-local-client.err")"
+	RS_STAT_TIMEOUT=120 rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "every connection took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A |
+		fail($A.counters.local_connects >= 3000; "local_connects \($A.counters.local_connects)"),
+		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)")'
 }

@@ -145,7 +145,8 @@ struct pairseg {
 	void *base;
 	uint64_t bytes;
 	struct arena_alloc *alloc;
-	uint64_t used[8192 / 64];   /* directions in use (PAIR_MAX_DIRS) */
+	uint64_t used[(1u << 19) / 64]; /* directions in use (PAIR_MAX_DIRS) */
+	uint32_t used_hint;         /* the word to look at first */
 	uint32_t npairs;
 };
 struct lpair {

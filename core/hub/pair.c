@@ -101,6 +101,11 @@ static struct pairseg *seg_new(struct hub *h, uint64_t a, uint64_t b)
 	g->pool_b = b;
 	g->bytes = PAIR_DEFAULT_BYTES;
 	g->base = hub_shm_new("rshare-pair", g->bytes, &g->memfd);
+	/* an address space that cannot map it all: the largest that maps */
+	while (!g->base && g->bytes > (1ull << 30) && (errno == ENOMEM || errno == EINVAL)) {
+		g->bytes >>= 1;
+		g->base = hub_shm_new("rshare-pair", g->bytes, &g->memfd);
+	}
 	if (!g->base)
 		goto fail;
 	g->alloc = arena_alloc_new(pair_data_off(), g->bytes);
@@ -150,14 +155,19 @@ static struct pairseg *seg_for(struct hub *h, uint64_t a, uint64_t b)
 	return seg_new(h, a, b);
 }
 
+/* A free direction: looked for from the word the last one came from, so
+ * that taking one costs the same however many are taken. */
 static int dir_alloc(struct pairseg *g)
 {
-	for (uint32_t w = 0; w < PAIR_MAX_DIRS / 64; w++)
+	for (uint32_t n = 0; n < PAIR_MAX_DIRS / 64; n++) {
+		uint32_t w = (g->used_hint + n) % (PAIR_MAX_DIRS / 64);
 		if (~g->used[w]) {
 			int b = __builtin_ctzll(~g->used[w]);
 			g->used[w] |= 1ull << b;
+			g->used_hint = w;
 			return (int)(w * 64 + (uint32_t)b);
 		}
+	}
 	return -ENOSPC;
 }
 

@@ -36,9 +36,11 @@
 #include "ring.h"
 
 #define PAIR_MAGIC 0x3152494150485352ULL /* "RSHPAIR1" */
-#define PAIR_VERSION 1
-#define PAIR_MAX_DIRS 8192               /* 4096 connections per two pools */
-#define PAIR_DEFAULT_BYTES (256ull << 20) /* sparse: only rings in use cost */
+#define PAIR_VERSION 2
+/* as many connections between two pools as a pool has slots; sparse, as
+ * the arena: only the directions and rings in use cost memory */
+#define PAIR_MAX_DIRS (1u << 19)
+#define PAIR_DEFAULT_BYTES (64ull << 30)
 
 struct pair_dir {
 	struct ring r;                /* head, tail (off and size: the hub's, for reading only) */
