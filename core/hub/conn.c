@@ -344,6 +344,9 @@ static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *
 	s->peer = tag_imm(a->sid, a->gen);
 	atomic_store(&s->as->state, SLOT_ESTABLISHED);
 	h->local_connects++;
+	/* the hub looks at their rings once a second: punched when idle */
+	hsock_touched(h, s);
+	hsock_touched(h, a);
 	atomic_store(&ls->as->acceptq, ls->qlen);
 	hsock_wake(ls);
 	hsock_wake(s);

@@ -200,6 +200,7 @@ struct hsock {
 	uint64_t peer_next_raddr;
 	uint32_t peer_next_ring, peer_next_rkey;
 	uint64_t idle_rx, idle_tx;  /* rx_tail and tx_posted at the last idle look (resize.c) */
+	uint64_t punch_tail;        /* same node: the tail its direction was last punched at */
 	uint64_t tx_watch_head, tx_watch_ms; /* a nonblocking writer's full ring: since when, and where */
 	uint64_t credit_sent;
 	uint64_t fin_at;            /* tx position after which FIN goes out */
@@ -216,7 +217,8 @@ struct hsock {
 		rx_nogrow : 1,      /* it was not: no more until the connection idles */
 		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
 		on_resized : 1,     /* on h->resized: a ring above its first size, or a move waiting */
-		touched : 1,        /* data went through its link rings since they were last punched */
+		touched : 1,        /* link: data went through its rings since they were last punched;
+				     * same node: established (looked at while it lives) */
 		idle_seen : 1,
 		tx_watch : 1;       /* a nonblocking writer waits for room: the hub watches its ring */
 	union sockaddr_any local, peer_addr;

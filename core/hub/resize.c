@@ -442,7 +442,9 @@ static void pair_shrink(struct hub *h, struct hsock *s)
  * arena's memfd; the rings keep their place and size, and the next byte
  * touches a page again), so an idle connection costs its slot and not its
  * rings.  Not for rings a NIC may write (pinned: verbs).  The reader and
- * the writer are kept out as for a move (the gate words). */
+ * the writer are kept out as for a move (the gate words).  On the same
+ * node the hub does not see bytes move: it looks at every connection once
+ * a second, and punches a direction idle at a new tail (pair_punch). */
 void hsock_touched(struct hub *h, struct hsock *s)
 {
 	if (!s->touched) {
@@ -482,6 +484,29 @@ static void rings_punch(struct hub *h, struct hsock *s)
 	}
 }
 
+/* The direction s writes on, on the same node, idle and empty: its pages
+ * go back, once for each tail (the hub does not see the bytes move). */
+static void pair_punch(struct hub *h, struct hsock *s)
+{
+	struct lpair *lp = s->lp;
+	struct hsock *r = h->socks[lp->sid[!s->lside]];
+	struct ring *c = hpair_ring(s, 1);
+	uint64_t tail = ring_load(&c->tail);
+	if (tail == s->punch_tail || !r || r->lp != lp || !r->as || ring_load(&c->head) != tail ||
+	    !gate_take(&s->as->tx_in, &s->as->tx_hold))
+		return;
+	if (gate_take(&r->as->rx_in, &r->as->rx_hold)) {
+		if (ring_load(&c->head) == tail && ring_load(&c->tail) == tail &&
+		    fallocate(lp->seg->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)lp->off[s->lside], (off_t)lp->size[s->lside]) == 0) {
+			s->punch_tail = tail;
+			h->rings_punched++;
+		}
+		gate_give(&r->as->rx_hold);
+	}
+	gate_give(&s->as->tx_hold);
+}
+
 /* ---- timers ---- */
 
 /* An idle connection's rings back to their first size. */
@@ -496,6 +521,8 @@ static void idle_look(struct hub *h, struct hsock *s)
 	}
 	if (s->lp) {
 		pair_shrink(h, s);
+		if (s->lp->size[s->lside] <= ARENA_DEFAULT_RING)
+			pair_punch(h, s);
 		return;
 	}
 	s->rx_nogrow = 0; /* the next burst may try again */
@@ -515,7 +542,7 @@ static int resized_keep(const struct hsock *s)
 	if (s->tx_watch)
 		return 1;
 	if (s->lp)
-		return s->lp->size[s->lside] > ARENA_DEFAULT_RING && s->state == HS_ESTABLISHED;
+		return (s->touched || s->lp->size[s->lside] > ARENA_DEFAULT_RING) && s->state == HS_ESTABLISHED;
 	return s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING || (s->touched && s->link) ||
 	       (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed);
 }
