@@ -141,7 +141,7 @@ void hub_batch_end(struct hub *h)
  * keeps the hub from its requests and links); returns when it last found
  * some. */
 #define HUB_DRAIN_ROUNDS 64
-static uint64_t hub_drain(struct hub *h, uint64_t last_work)
+static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 {
 	int busy, rounds = 0;
 	do {
@@ -155,6 +155,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work)
 		if (busy)
 			last_work = hub_now_ns();
 	} while (busy && ++rounds < HUB_DRAIN_ROUNDS);
+	*more = busy; /* stopped with work left: look at the events, never sleep */
 	return last_work;
 }
 
@@ -177,11 +178,11 @@ static void hub_loop(struct hub *h)
 	uint64_t last_work = hub_now_ns();
 	while (!h->stop) {
 		struct epoll_event evs[64];
-		int n, rang = 0, spin;
-		last_work = hub_drain(h, last_work);
+		int n, rang = 0, spin, more;
+		last_work = hub_drain(h, last_work, &more);
 		/* adaptive: poll for a while after work (yielding the CPU to
 		 * whoever else can run), then sleep with the processes told to kick */
-		spin = h->spin_ns && hub_now_ns() - last_work < h->spin_ns;
+		spin = more || (h->spin_ns && hub_now_ns() - last_work < h->spin_ns);
 		if (spin)
 			sched_yield();
 		else
