@@ -464,8 +464,10 @@ static void rings_punch(struct hub *h, struct hsock *s)
 {
 	struct arena_slot *as = s->as;
 	int rx = 0, tx = 0;
-	if (!s->rx_switch && !s->rx_offered && ring_load(&as->rx.head) == s->rx_tail &&
-	    gate_take(&as->rx_in, &as->rx_hold)) {
+	/* nothing placed and not yet completed either (rx_expect): a soft
+	 * link places a write's bytes before its completion is reaped */
+	if (!s->rx_switch && !s->rx_offered && s->rx_expect == s->rx_tail &&
+	    ring_load(&as->rx.head) == s->rx_tail && gate_take(&as->rx_in, &as->rx_hold)) {
 		rx = ring_load(&as->rx.head) == s->rx_tail;
 		if (rx)
 			ring_punch(s->pool, s->rx_off, s->rx_size);
