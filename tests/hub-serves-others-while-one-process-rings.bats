@@ -21,7 +21,7 @@ teardown() {
 	rs_bg ringer "$NS_B" "$RS_BIN/bell-ringer" 7741
 	rs_wait_file "$RS_TMP/ringer.out" ringing 1 10 || rs_fail "the ringer did not start: $(cat "$RS_TMP/ringer.err")"
 	rs_bg server "$NS_A" --rshare "$RS_BIN/echo-server" -w 1 7742
-	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :7742" | grep -q . || true
+	rs_wait_listen "$NS_A" 7742 --rshare
 	RS_TIMEOUT=60 run rs_exec "$NS_B" --rshare "$RS_BIN/echo-client" -c 4 -m 4096 -n 50 $ADDR_A 7742
 	[[ $status == 0 ]] || rs_fail "echo while the ringer rings: status $status: $output"
 	kill -0 "$(cat "$RS_TMP/ringer.pid")" || rs_fail "the ringer stopped"

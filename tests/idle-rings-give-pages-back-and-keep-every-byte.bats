@@ -28,7 +28,7 @@ punched() {
 rounds() {
 	local cns=$1 port=$2 r
 	rs_bg server "$NS_A" --rshare "$RS_BIN/echo-server" -w 2 "$port"
-	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$port" | grep -q . || true
+	rs_wait_listen "$NS_A" "$port" --rshare
 	rs_bg client "$cns" --rshare "$RS_BIN/echo-rounds" -c 8 -r 3 -m 65536 -g "$RS_TMP/go" $ADDR_A "$port"
 	rs_wait_file "$RS_TMP/client.out" '^round 0 ok' 1 30
 	for r in 1 2; do

@@ -35,7 +35,7 @@ run_pair() {
 		shift
 	fi
 	rs_bg "$name" "$NS_A" $pre "$@"
-	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$port" | grep -q . || true
+	rs_wait_listen "$NS_A" "$port" $pre
 	sleep 0.3
 	out=$(RS_TIMEOUT=120 rs_exec "$cns" $pre "$RS_BIN/write-then-read-client" -c 4 -m 1048576 -n 3 \
 		$ADDR_A "$port" 2>"$RS_TMP/$name-client.err") || true

@@ -96,9 +96,11 @@ rs_retry() {
 	done
 }
 
+# rs_hub_start NS [WRAPPER...]: a hub in NS (run by WRAPPER, e.g. prlimit)
 rs_hub_start() {
 	local ns=$1 deadline=$((SECONDS + 10))
-	RSHARE_LOG=debug rs_bg "hub-$ns" "$ns" "$RSHARED" || return
+	shift
+	RSHARE_LOG=debug rs_bg "hub-$ns" "$ns" "$@" "$RSHARED" || return
 	while ((SECONDS < deadline)); do
 		# -s: empty input (a hub that did not answer) is [] and fails
 		rs_stat "$ns" 2>/dev/null | jq -se '.[0].node != null' >/dev/null 2>&1 && return 0
@@ -156,6 +158,30 @@ rs_wait_pid() {
 		return 124
 	fi
 	wait "$pid"
+}
+
+# rs_wait_listen NS PORT [--rshare] [SECS]: a kernel listener on PORT in NS
+# and, with --rshare, the hub's listener too (a preloaded listen() makes
+# the kernel's first, then registers at the hub)
+rs_wait_listen() {
+	local ns=$1 port=$2 hub= secs=10 deadline
+	shift 2
+	if [[ ${1:-} == --rshare ]]; then
+		hub=1
+		shift
+	fi
+	secs=${1:-10}
+	deadline=$((SECONDS + secs))
+	while :; do
+		if [[ -n $(ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null) ]]; then
+			[[ -z $hub ]] && return 0
+			rs_stat "$ns" 2>/dev/null | jq -e --arg p ":$port" \
+				'any(.sockets[]; .state == "listening" and (.local | endswith($p)))' >/dev/null 2>&1 &&
+				return 0
+		fi
+		((SECONDS < deadline)) || rs_fail "no listener on port $port in $ns after ${secs}s"
+		sleep 0.1
+	done
 }
 
 # rs_wait_ready NAME: the program NAME printed "ready"

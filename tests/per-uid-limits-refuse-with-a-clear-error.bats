@@ -23,7 +23,7 @@ start() {
 	rs_hub_start "$NS_A"
 	RSHARE_CONF=$RS_CONF rs_hub_start "$NS_B"
 	rs_bg server "$NS_A" --rshare "$RS_BIN/many-connections" server -w 1 7731
-	rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :7731" | grep -q . || true
+	rs_wait_listen "$NS_A" 7731 --rshare
 	sleep 0.3
 }
 

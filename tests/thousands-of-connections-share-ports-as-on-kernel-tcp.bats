@@ -38,7 +38,7 @@ run_pair() {
 	shift
 	rs_bg "$name" "$NS_A" $pre "$RS_BIN/many-connections" server -w 2 "$@"
 	for p in "$@"; do
-		rs_retry 10 ip netns exec "$NS_A" ss -Hltn "sport = :$p" | grep -q . || true
+		rs_wait_listen "$NS_A" "$p" $pre
 	done
 	sleep 0.3
 	out=$(RS_TIMEOUT=240 rs_exec "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/many-connections" client -n "$n" $ADDR_A "$@" \

@@ -18,6 +18,7 @@
  *   sock.c     socket records: make, find, wake, reset, linger, free
  *   pair.c     same-node connections' pair segments
  *   ready.c    readiness descriptors for poll, select and epoll
+ *   keep.c     keepers: readiness descriptors beyond the hub's own budget
  *   pool.c     pools and their arenas, memory keys
  *   arena_alloc.c  the ring allocator of an arena
  *   ev.c       epoll helpers, deferred frees, clocks, facts
@@ -52,6 +53,7 @@ enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 struct hub;
 struct msg_req;
 struct msg_rep;
+struct keep_msg;
 
 
 #define HUB_UID_POOLS 1024      /* default uid_pools */
@@ -226,9 +228,17 @@ struct hsock {
 	uint16_t lport;
 	int backlog, evfd;
 	/* readiness descriptor (ready.c): a socketpair, poll_p handed to
-	 * the processes, poll_h written and drained by the hub */
+	 * the processes, poll_h written and drained by the hub; the hub's
+	 * copies, -1 when it holds none (a keeper may: keep.c) */
 	int poll_p, poll_h;
 	unsigned poll_fin : 1, poll_hup : 1;
+	unsigned poll_ends : 2,  /* the ends that exist: bit 0 P, bit 1 H */
+		poll_sent : 1,   /* sent to keeper poll_k, not yet answered */
+		poll_kept : 1,   /* ... held by it */
+		on_lru : 1;
+	uint16_t poll_k;            /* keeper + 1, 0: none */
+	uint32_t poll_place, poll_seq; /* its place there, and its put */
+	uint32_t lru_prev, lru_next; /* sids, on the hub's list of copies by last use */
 	uint64_t poll_rx_tail;      /* rx.tail when the last byte was written */
 	uint32_t *q;                /* accepted, not yet accept()ed */
 	uint32_t qlen, qcap;
@@ -241,6 +251,21 @@ struct hsock {
 	unsigned lside : 1;
 	/* stats */
 	uint64_t bytes_tx, bytes_rx, cq_send, cq_recv;
+};
+
+/* A process that holds readiness descriptors for the hub (keep.c). */
+#define HUB_KEEPERS_MAX 128
+struct keeper {
+	struct hub_ev ev;
+	pid_t pid;
+	int pidfd, ch;
+	uint32_t idx, seq;
+	uint32_t cap, hi;           /* places: at most cap, below hi used once */
+	uint32_t *sid;              /* place -> socket id, 0: free */
+	uint32_t *free, nfree;      /* places free again */
+	struct keep_msg *q;         /* closes not yet sent */
+	uint32_t nq, qcap;
+	int dead;
 };
 
 struct hub {
@@ -291,6 +316,13 @@ struct hub {
 	uint64_t addrs_ms;
 	uint32_t *listeners;        /* sids of listening sockets */
 	uint32_t nlisteners, listeners_cap;
+	/* readiness descriptors (keep.c): the hub's copies (at most the
+	 * budget), and the sockets whose pairs keepers hold */
+	uint32_t keep_budget, keep_local, keep_kept;
+	uint32_t lru_head, lru_tail;
+	struct keeper *keepers[HUB_KEEPERS_MAX];
+	uint32_t nkeepers;
+	int keep_off;               /* pidfd_getfd is not there: no keepers */
 	void **garbage;             /* freed after the current batch of events */
 	uint32_t ngarbage, garbage_cap;
 	volatile int stop;
@@ -382,6 +414,12 @@ static inline void link_send_simple(struct link *l, uint8_t op, uint32_t dst, ui
 		link_send_ctl(l, &c, wr_id);
 }
 
+/* keep.c: readiness descriptors beyond the hub's budget, in keepers */
+void keep_init(struct hub *h);
+void keep_add(struct hub *h, struct hsock *s);          /* s's new pair, both ends the hub's */
+int keep_fd(struct hub *h, struct hsock *s, int end);   /* P (0) or H (1) in the hub, or -1 */
+void keep_close_end(struct hub *h, struct hsock *s, int end); /* gone for good, keeper's too */
+void keep_trim(struct hub *h);                          /* let go of the oldest over the budget */
 /* ready.c */
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */

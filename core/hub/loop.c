@@ -55,7 +55,7 @@ static void doorbell_word(struct hub *h, struct pool *p, uint32_t w, uint64_t bi
 		}
 		if (ops & SLOTOP_CREDIT)
 			hsock_credit(h, s);
-		if ((ops & SLOTOP_POLL) && s->poll_h >= 0) {
+		if ((ops & SLOTOP_POLL) && (s->poll_ends & 2)) {
 			hpoll_reflect(s);
 			hsock_tx_watch(h, s);
 		}
@@ -313,6 +313,7 @@ static int hub_setup(struct hub *h)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	keep_init(h);
 	/* kept for a process that comes when every descriptor is taken */
 	h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);

@@ -37,7 +37,9 @@
  * The hub keeps P as long as any process holds the socket (a process that
  * asks later gets the same open file), so P's life is the socket's, as a
  * kernel socket's file is: an epoll set forgets it when the socket goes.
- * A socket nobody polls has no descriptor and costs nothing.
+ * A socket nobody polls has no descriptor and costs nothing.  The hub's
+ * copies of P and H are at most a budget; the rest wait in keepers, and
+ * are taken back when needed (keep.c).
  */
 #include <errno.h>
 #include <sys/socket.h>
@@ -58,8 +60,12 @@ int hpoll_get(struct hsock *s)
 	int sv[2], small = 1;
 	if (!s->as)
 		return -EBADF;
-	if (s->poll_p >= 0)
-		return s->poll_p;
+	if (s->poll_ends & 1) {
+		int p = keep_fd(the_hub, s, 0);
+		return p >= 0 ? p : -EBADF;
+	}
+	if (s->poll_ends)
+		return -EBADF; /* P went with a keeper that died */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
 	/* the least the kernel allows: filling it takes two writes */
@@ -79,8 +85,10 @@ int hpoll_get(struct hsock *s)
 			;
 		atomic_store(&s->as->tx_blk, 1);
 	}
+	keep_add(the_hub, s);
 	hpoll_reflect(s);
-	return s->poll_p;
+	/* the reflect may have used other sockets' copies: ours stays, the newest */
+	return keep_fd(the_hub, s, 0) >= 0 ? s->poll_p : -EBADF;
 }
 
 /* Is a quarter of s's send ring free (or its sending side shut)? */
@@ -97,7 +105,7 @@ static int tx_room(struct hsock *s, uint32_t flags)
  * looked at after (the reader stores its head, then looks at the word),
  * or a reader that took the word for a few bytes would leave the writer
  * unwritable for ever. */
-static void tx_reflect(struct hsock *s, struct arena_slot *as, uint32_t flags)
+static void tx_reflect(struct hsock *s, int hfd, struct arena_slot *as, uint32_t flags)
 {
 	if (!tx_room(s, flags)) {
 		if (!s->lp)
@@ -107,7 +115,7 @@ static void tx_reflect(struct hsock *s, struct arena_slot *as, uint32_t flags)
 			return;
 	}
 	if (atomic_exchange(&as->tx_blk, 0))
-		drain(s->poll_h);
+		drain(hfd);
 }
 
 void hpoll_reflect(struct hsock *s)
@@ -115,13 +123,13 @@ void hpoll_reflect(struct hsock *s)
 	struct arena_slot *as = s->as;
 	uint32_t flags;
 	uint64_t rx_head, rx_tail;
-	int closed, readable;
-	if (!as || s->poll_h < 0 || s->poll_hup)
+	int closed, readable, hfd;
+	if (!as || !(s->poll_ends & 2) || s->poll_hup || (hfd = keep_fd(the_hub, s, 1)) < 0)
 		return;
 	if (s->state == HS_FALLBACK) {
 		/* a nonblocking connect given to kernel TCP: writable, so its
 		 * waiter comes to learn it */
-		drain(s->poll_h);
+		drain(hfd);
 		atomic_store(&as->tx_blk, 0);
 		s->poll_hup = 1;
 		return;
@@ -135,7 +143,7 @@ void hpoll_reflect(struct hsock *s)
 	if ((readable && !atomic_exchange(&as->rx_sig, 1)) || rx_tail != s->poll_rx_tail) {
 		atomic_store(&as->rx_sig, 1);
 		s->poll_rx_tail = rx_tail;
-		if (write(s->poll_h, "r", 1) < 0) {
+		if (write(hfd, "r", 1) < 0) {
 			/* full of earlier bytes: P is readable anyway */
 		}
 	}
@@ -143,31 +151,30 @@ void hpoll_reflect(struct hsock *s)
 		atomic_store(&as->tx_blk, 0);
 		s->poll_hup = 1;
 		if (atomic_load(&as->error)) {
-			/* unread data in H when it closes: P gets ECONNRESET */
-			if (write(s->poll_p, "e", 1) < 0) {
+			/* unread data in H when it closes (its last copy, a
+			 * keeper's too): P gets ECONNRESET */
+			int pfd = keep_fd(the_hub, s, 0);
+			if (pfd >= 0 && write(pfd, "e", 1) < 0) {
 				/* P is full of the process's filling: unread data anyway */
 			}
-			close(s->poll_h);
-			s->poll_h = -1;
+			keep_close_end(the_hub, s, 1);
 		} else {
-			drain(s->poll_h);
-			shutdown(s->poll_h, SHUT_RDWR);
+			drain(hfd);
+			shutdown(hfd, SHUT_RDWR);
 		}
 		return;
 	}
 	if ((flags & SLOTF_RX_FIN) && !s->poll_fin) {
-		shutdown(s->poll_h, SHUT_WR);
+		shutdown(hfd, SHUT_WR);
 		s->poll_fin = 1;
 	}
 	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk))
-		tx_reflect(s, as, flags);
+		tx_reflect(s, hfd, as, flags);
 }
 
 void hpoll_close(struct hsock *s)
 {
-	if (s->poll_p >= 0)
-		close(s->poll_p);
-	if (s->poll_h >= 0)
-		close(s->poll_h);
+	keep_close_end(the_hub, s, 1);
+	keep_close_end(the_hub, s, 0);
 	s->poll_p = s->poll_h = -1;
 }

@@ -214,7 +214,7 @@ static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
 	if (r == -EBUSY)
 		return; /* the last growth's old ring is still read: later */
 	watch_end(h, s);
-	if (r > 0 && s->poll_h >= 0)
+	if (r > 0 && (s->poll_ends & 2))
 		hpoll_reflect(s);
 }
 

@@ -278,7 +278,7 @@ void hsock_wake(struct hsock *s)
 			/* counter saturated: waiters are awake anyway */
 		}
 	}
-	if (s->poll_h >= 0)
+	if (s->poll_ends & 2)
 		hpoll_reflect(s);
 }
 

@@ -61,6 +61,14 @@ static const char *addr_str(const union sockaddr_any *a, char *buf, size_t len)
 	return buf;
 }
 
+static uint32_t keepers_alive(const struct hub *h)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < h->nkeepers; i++)
+		n += !h->keepers[i]->dead;
+	return n;
+}
+
 static const char *state_str(enum hsock_state s)
 {
 	switch (s) {
@@ -105,7 +113,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
-		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu},",
+		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,"
+		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -113,7 +122,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
-		  (unsigned long long)h->rings_punched);
+		  (unsigned long long)h->rings_punched, h->keep_local, h->keep_kept, keepers_alive(h));
 }
 
 /* "links": one object each */
