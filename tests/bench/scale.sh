@@ -16,7 +16,8 @@
 #                     memory the connections cost the machine, both ends
 #   shmem, slab       the same for Shmem (rshare's arenas are memfds) and
 #                     the kernel's slab (socket structures), KiB per conn
-#   hub RSS           the two hubs' resident memory, MiB, while held
+#   hub RSS           the two hubs' resident memory, MiB, while held (their
+#                     keepers' too: forked, their pages mostly the hub's)
 #   hub CPU           the CPU time the two hubs spent on the row, s
 # Systems: tcp (the programs as they are) and rshare (`rshare run --`, a
 # hub in each namespace, soft transport).  An rshare row whose connections
