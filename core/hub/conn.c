@@ -156,6 +156,7 @@ int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, i
 		backlog = 4096;
 	s->backlog = backlog + 1; /* as the kernel: backlog + 1 complete connections */
 	s->lport = addr_port(addr);
+	h->port_listening[s->lport]++;
 	s->local = *addr;
 	s->evfd = evfd;
 	s->state = HS_LISTENING;

@@ -40,6 +40,15 @@ uint64_t hub_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int hub_log_due(uint64_t *stamp)
+{
+	uint64_t now = hub_now_ms();
+	if (*stamp && now - *stamp < 1000)
+		return 0;
+	*stamp = now;
+	return 1;
+}
+
 uint64_t hub_now_ns(void)
 {
 	struct timespec ts;

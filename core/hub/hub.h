@@ -287,11 +287,13 @@ struct hub {
 	uint32_t next_sid, nsocks;
 	uint32_t sid_hi;            /* no socket id at or above it was ever used */
 	uint32_t port_accepted[65536]; /* accepted sockets holding each local port */
+	uint32_t port_listening[65536]; /* listeners on each local port */
 	uint32_t *ports, nports, ports_cap; /* four-tuples of connections made here (ports.c) */
 	uint16_t port_lo, port_hi, port_next;
 	uint64_t fallback_connects, stale_dropped, links_dropped, malformed;
 	uint64_t procs_refused, limit_refused; /* request.c */
 	uint64_t refused_ms;            /* when a turned-away process was last logged */
+	uint64_t limit_ms;              /* ... a uid at its limit */
 	uint64_t rings_punched;         /* idle rings whose pages went back (resize.c) */
 	uint32_t lim_pools, lim_socks;  /* per uid (rshare.conf: uid_pools, uid_sockets) */
 	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */
@@ -333,6 +335,7 @@ extern struct hub *the_hub;
 void hub_free_deferred(struct hub *h); /* the frees hub_defer_free() put off */
 uint64_t hub_now_ms(void);
 uint64_t hub_now_ns(void);
+int hub_log_due(uint64_t *stamp); /* 1 at most once a second: a repeated warning's turn */
 
 /* loop.c */
 int hub_main(int argc, char **argv);
@@ -358,8 +361,10 @@ static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 }
 
 /* pool.c */
-/* A memfd of BYTES (sparse) named NAME, mapped shared; NULL (errno set) on failure. */
-void *hub_shm_new(const char *name, uint64_t bytes, int *fd);
+/* A memfd of *BYTES (sparse) named NAME, mapped shared; where the address
+ * space cannot map that much, the largest that maps (*BYTES halved, down to
+ * 1 GiB).  NULL (errno set) on failure. */
+void *hub_shm_new(const char *name, uint64_t *bytes, int *fd);
 struct pool *pool_new(struct hub *h, uid_t uid); /* NULL, errno EUSERS: the uid is at its limit */
 int uid_limit(struct hub *h, struct uid_use *u, const char *what); /* log, count: -ENOBUFS */
 void pool_maybe_free(struct hub *h, struct pool *p);

@@ -100,12 +100,7 @@ static struct pairseg *seg_new(struct hub *h, uint64_t a, uint64_t b)
 	g->pool_a = a;
 	g->pool_b = b;
 	g->bytes = PAIR_DEFAULT_BYTES;
-	g->base = hub_shm_new("rshare-pair", g->bytes, &g->memfd);
-	/* an address space that cannot map it all: the largest that maps */
-	while (!g->base && g->bytes > (1ull << 30) && (errno == ENOMEM || errno == EINVAL)) {
-		g->bytes >>= 1;
-		g->base = hub_shm_new("rshare-pair", g->bytes, &g->memfd);
-	}
+	g->base = hub_shm_new("rshare-pair", &g->bytes, &g->memfd);
 	if (!g->base)
 		goto fail;
 	g->alloc = arena_alloc_new(pair_data_off(), g->bytes);

@@ -43,7 +43,7 @@ static void pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events)
 	/* the doorbells themselves are drained by the main loop */
 }
 
-void *hub_shm_new(const char *name, uint64_t bytes, int *fd)
+static void *shm_map(const char *name, uint64_t bytes, int *fd)
 {
 	void *base;
 	*fd = memfd_create(name, MFD_CLOEXEC);
@@ -55,6 +55,18 @@ void *hub_shm_new(const char *name, uint64_t bytes, int *fd)
 	close(*fd);
 	*fd = -1;
 	return NULL;
+}
+
+void *hub_shm_new(const char *name, uint64_t *bytes, int *fd)
+{
+	void *base = shm_map(name, *bytes, fd);
+	/* an address space that cannot map it all (a tool's, a limit's):
+	 * the largest that maps, down to 1 GiB */
+	while (!base && *bytes > (1ull << 30) && (errno == ENOMEM || errno == EINVAL)) {
+		*bytes >>= 1;
+		base = shm_map(name, *bytes, fd);
+	}
+	return base;
 }
 
 /* The account of uid, made on its first pool. */
@@ -76,11 +88,8 @@ static struct uid_use *uid_use(struct hub *h, uid_t uid)
 /* A uid reached a limit: said once per second at most, counted always. */
 int uid_limit(struct hub *h, struct uid_use *u, const char *what)
 {
-	static uint64_t last;
-	uint64_t now = hub_now_ms();
 	h->limit_refused++;
-	if (now - last >= 1000) {
-		last = now;
+	if (hub_log_due(&h->limit_ms)) {
 		log_warn("uid %u: at its limit of %s (rshare.conf uid_%s): refused", (unsigned)u->uid, what, what);
 	}
 	return -ENOBUFS;
@@ -104,13 +113,7 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 	p->id = ++h->next_pool_id;
 	p->bytes = arena_bytes_cfg();
 	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	p->base = hub_shm_new("rshare-arena", p->bytes, &p->memfd);
-	/* an address space that cannot map it all (a tool's, a limit's):
-	 * the largest that maps, down to 1 GiB */
-	while (!p->base && p->bytes > (1ull << 30) && (errno == ENOMEM || errno == EINVAL)) {
-		p->bytes >>= 1;
-		p->base = hub_shm_new("rshare-arena", p->bytes, &p->memfd);
-	}
+	p->base = hub_shm_new("rshare-arena", &p->bytes, &p->memfd);
 	if (p->evfd < 0 || !p->base)
 		goto fail;
 	if (arena_format(p->base, p->bytes, p->id) < 0)

@@ -109,14 +109,7 @@ static void ports_range(struct hub *h)
 
 static int port_taken_here(struct hub *h, uint16_t port)
 {
-	if (h->port_accepted[port])
-		return 1;
-	for (uint32_t i = 0; i < h->nlisteners; i++) {
-		struct hsock *ls = h->socks[h->listeners[i]];
-		if (ls && addr_port(&ls->local) == port)
-			return 1;
-	}
-	return 0;
+	return h->port_accepted[port] || h->port_listening[port];
 }
 
 /* s has its source address and its destination: give it a port if it has

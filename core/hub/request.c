@@ -419,10 +419,8 @@ void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
 			if (fd < 0)
 				return;
 			h->procs_refused++;
-			if (hub_now_ms() - h->refused_ms >= 1000) {
-				h->refused_ms = hub_now_ms();
+			if (hub_log_due(&h->refused_ms))
 				log_warn("a process turned away: the hub has no descriptor left");
-			}
 			continue;
 		}
 		if (fd < 0)

@@ -207,6 +207,7 @@ void hsock_slot_release(struct hub *h, struct hsock *s)
 
 static void listener_forget(struct hub *h, struct hsock *s)
 {
+	h->port_listening[s->lport]--;
 	for (uint32_t i = 0; i < h->nlisteners; i++)
 		if (h->listeners[i] == s->sid) {
 			h->listeners[i] = h->listeners[--h->nlisteners];
