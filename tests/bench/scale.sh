@@ -12,6 +12,9 @@
 #   opened / echoed   connections opened and echoed (all processes)
 #   open s            the slowest process's time to open its share
 #   echo ms           the slowest process's time to echo on all of its own
+#   1 more ms         then, a new process opens one more connection and
+#                     echoes on it: how long, its first request to the
+#                     hub included (the hubs stay responsive at N)
 #   KiB/conn          (MemFree before - MemFree while held) / N: all the
 #                     memory the connections cost the machine, both ends
 #   shmem, slab       the same for Shmem (rshare's arenas are memfds) and
@@ -139,6 +142,12 @@ row() {
 		((BASH_REMATCH[5] > omax)) && omax=${BASH_REMATCH[5]}
 		((BASH_REMATCH[6] > emax)) && emax=${BASH_REMATCH[6]}
 	done
+	# a new process's first connection and echo while the N are held: the
+	# hubs answer it (its HELLO, its CONNECT) whatever the N cost them
+	local one=FAIL
+	l=$(ip netns exec "$B" timeout 30 "${pre[@]}" "$mc" client -t -n 1 $AA "${ports[0]}" 2>/dev/null)
+	[[ $l =~ ^open=1\ echoed=1\ .*open_ms=([0-9]+)\ echo_ms=([0-9]+) ]] &&
+		one=$((BASH_REMATCH[1] + BASH_REMATCH[2]))
 	local note=
 	if [[ $sys == rshare ]]; then
 		local st fb lc
@@ -147,8 +156,8 @@ row() {
 		lc=$(jq -r '[.links[].connections_total] | add // 0' <<<"$st" 2>/dev/null)
 		note="link carried ${lc:-?}, fell back ${fb:-?}"
 	fi
-	printf '| %s | %s | %s / %s | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %s %s |\n' \
-		"$n" "$sys" "$opened" "$echoed" "$(bc -l <<<"$omax / 1000")" "$emax" \
+	printf '| %s | %s | %s / %s | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %s %s |\n' \
+		"$n" "$sys" "$opened" "$echoed" "$(bc -l <<<"$omax / 1000")" "$emax" "$one" \
 		"$(bc -l <<<"($free0 - $free1) / $n")" "$(bc -l <<<"($shm1 - $shm0) / $n")" \
 		"$(bc -l <<<"($slab1 - $slab0) / $n")" "$(bc -l <<<"$rss / 1024")" \
 		"$(bc -l <<<"$ticks / $(getconf CLK_TCK)")" "$([[ $first != none ]] && echo "first error $first;")" "$note"
@@ -164,8 +173,8 @@ row() {
 
 command -v bc >/dev/null || die "needs bc"
 command -v jq >/dev/null || die "needs jq"
-echo "| N | system | opened / echoed | open s | echo ms | KiB/conn | shmem | slab | hub RSS MiB | hub CPU s | notes |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| N | system | opened / echoed | open s | echo ms | 1 more ms | KiB/conn | shmem | slab | hub RSS MiB | hub CPU s | notes |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for n in $ns_list; do
 	for sys in $systems; do
 		say "$sys, $n connections"
