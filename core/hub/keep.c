@@ -9,13 +9,14 @@
  * processes the hub forks when it first needs one, which do nothing but
  * hold descriptors, each up to its own limit.
  *
- * A pair the hub lets go of is sent to a keeper (SCM_RIGHTS over a
- * unix stream socket, in records of one size, with its place: the keeper keeps P and H at two
- * descriptor numbers of its own that the place names); the keeper answers
- * once it holds them, and only then does the hub close its copies.  When
- * the hub needs one of them again it takes a copy with pidfd_getfd(2):
- * one system call, no round trip, and the keeper's copy stays, so that
- * letting go again is a close.  An end's last close is the keeper's
+ * A pair the hub lets go of is sent to a keeper (SCM_RIGHTS over a unix
+ * stream socket, in records of one size, with its place: the keeper keeps
+ * P and H at two descriptor numbers of its own that the place names), and
+ * the hub closes its copies at once (the channel holds them in flight);
+ * the keeper answers once it holds them.  When the hub needs one of them
+ * again it takes a copy with pidfd_getfd(2): one system call, no round
+ * trip (only a pair not yet answered waits for its answer), and the
+ * keeper's copy stays, so that letting go again is a close.  An end's last close is the keeper's
  * (KEEP_CLOSE): a reset closes H for good, and H's last close with unread
  * data is what gives P its ECONNRESET.  A close goes out in order with
  * the puts, and a place is free again only once its close went out.
@@ -63,13 +64,18 @@ static int sys_pidfd_getfd(int pidfd, int fd)
 	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
-void keep_init(struct hub *h)
+/* This process's descriptor limit (a keeper's is the hub's), at most 2^20 */
+static uint64_t nofile(void)
 {
 	struct rlimit rl;
 	uint64_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	return lim > 1u << 20 ? 1u << 20 : lim;
+}
+
+void keep_init(struct hub *h)
+{
+	uint64_t lim = nofile();
 	uint64_t reserve = lim / 4 > 64 ? lim / 4 : 64;
-	if (lim > 1u << 20)
-		lim = 1u << 20;
 	h->keep_budget = lim > reserve + 16 ? (uint32_t)(lim - reserve) : 16;
 }
 
@@ -141,9 +147,7 @@ static __attribute__((noreturn)) void keeper_run(int ch, pid_t hub)
 		dup2(ch, 3);
 		close(ch);
 	}
-	for (int fd = 4; fd < KEEP_BASE; fd++)
-		close(fd);
-	syscall(SYS_close_range, KEEP_BASE, ~0u, 0);
+	syscall(SYS_close_range, 4, ~0u, 0);
 	/* the arenas and pair segments: memfd mappings */
 	f = fopen("/proc/self/maps", "r");
 	while (f && fgets(line, sizeof(line), f)) {
@@ -238,6 +242,7 @@ static int keeper_up(int ch, pid_t pid, int *pidfd)
 	if ((t = sys_pidfd_getfd(*pidfd, 3)) < 0) {
 		int e = errno;
 		close(*pidfd);
+		*pidfd = -1;
 		errno = e;
 		return -1;
 	}
@@ -247,7 +252,7 @@ static int keeper_up(int ch, pid_t pid, int *pidfd)
 
 static struct keeper *keeper_new(struct hub *h)
 {
-	struct rlimit rl;
+	uint64_t lim = nofile();
 	struct keeper *k;
 	int sv[2];
 	pid_t pid, me = getpid();
@@ -265,44 +270,38 @@ static struct keeper *keeper_new(struct hub *h)
 		close(sv[0]);
 		return NULL;
 	}
-	k = calloc(1, sizeof(*k));
-	if (k && keeper_up(sv[0], pid, &k->pidfd) < 0) {
+	if (!(k = calloc(1, sizeof(*k))))
+		goto fail;
+	k->pidfd = -1;
+	if (keeper_up(sv[0], pid, &k->pidfd) < 0) {
 		log_warn("readiness descriptors stay in the hub: no keeper (%s)", strerror(errno));
 		h->keep_off = 1;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		close(sv[0]);
-		free(k);
-		return NULL;
-	}
-	if (!k) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		close(sv[0]);
-		return NULL;
+		goto fail;
 	}
 	k->pid = pid;
 	k->ch = sv[0];
 	k->idx = h->nkeepers;
 	k->ev.fn = keeper_event;
-	k->cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > KEEP_BASE + 8
-			 ? (uint32_t)((rl.rlim_cur > 1u << 20 ? 1u << 20 : rl.rlim_cur) - KEEP_BASE - 8) / 2
-			 : 0;
+	k->cap = lim > KEEP_BASE + 8 ? (uint32_t)(lim - KEEP_BASE - 8) / 2 : 0;
 	k->sid = calloc(k->cap ? k->cap : 1, sizeof(*k->sid));
 	k->free = calloc(k->cap ? k->cap : 1, sizeof(*k->free));
-	if (!k->cap || !k->sid || !k->free || hub_watch(h, k->ch, EPOLLIN, &k->ev) < 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		close(k->ch);
-		close(k->pidfd);
-		free(k->sid);
-		free(k->free);
-		free(k);
-		return NULL;
-	}
+	if (!k->cap || !k->sid || !k->free || hub_watch(h, k->ch, EPOLLIN, &k->ev) < 0)
+		goto fail;
 	h->keepers[h->nkeepers++] = k;
 	log_info("keeper %d: holds up to %u readiness descriptor pairs", (int)pid, k->cap);
 	return k;
+fail:
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(sv[0]);
+	if (k) {
+		if (k->pidfd >= 0)
+			close(k->pidfd);
+		free(k->sid);
+		free(k->free);
+		free(k);
+	}
+	return NULL;
 }
 
 /* A keeper with a free place (a new one when all are full), its place. */
@@ -320,6 +319,15 @@ static struct keeper *keeper_place(struct hub *h, uint32_t *place)
 	return k;
 }
 
+/* A close of both ends went out: the place may take another pair. */
+static void place_free(struct keeper *k, const struct keep_msg *m)
+{
+	if (m->ends == 3) {
+		k->sid[m->place] = 0;
+		k->free[k->nfree++] = m->place;
+	}
+}
+
 /* Send a close now, or queue it; its place is free once it went. */
 static void keeper_close(struct hub *h, struct keeper *k, uint32_t place, uint32_t ends)
 {
@@ -327,10 +335,7 @@ static void keeper_close(struct hub *h, struct keeper *k, uint32_t place, uint32
 	if (k->dead)
 		return;
 	if (!k->nq && send(k->ch, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(m)) {
-		if (ends == 3) {
-			k->sid[place] = 0;
-			k->free[k->nfree++] = place;
-		}
+		place_free(k, &m);
 		return;
 	}
 	if (k->nq == k->qcap) {
@@ -348,13 +353,8 @@ static void keeper_close(struct hub *h, struct keeper *k, uint32_t place, uint32
 static void keeper_flush(struct hub *h, struct keeper *k)
 {
 	uint32_t i = 0;
-	while (i < k->nq && send(k->ch, &k->q[i], sizeof(k->q[i]), MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(k->q[i])) {
-		if (k->q[i].ends == 3) {
-			k->sid[k->q[i].place] = 0;
-			k->free[k->nfree++] = k->q[i].place;
-		}
-		i++;
-	}
+	while (i < k->nq && send(k->ch, &k->q[i], sizeof(k->q[i]), MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(k->q[i]))
+		place_free(k, &k->q[i++]);
 	memmove(k->q, k->q + i, (k->nq - i) * sizeof(*k->q));
 	k->nq -= i;
 	if (!k->nq)
@@ -519,6 +519,6 @@ void keep_close_end(struct hub *h, struct hsock *s, int end)
 			h->keep_kept--;
 		}
 	}
-	if (!s->poll_ends || (s->poll_p < 0 && s->poll_h < 0))
+	if (s->poll_p < 0 && s->poll_h < 0)
 		lru_unlink(h, s);
 }
