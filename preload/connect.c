@@ -86,7 +86,7 @@ static int conn_start(int fd, struct pfd *p, const union sockaddr_any *dst, cons
 		return -1;
 	}
 	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1,
-				 .flags = p->flags | PFD_CONNECT_UNTOLD,
+				 .flags = p->flags | PFD_CONNECT_UNTOLD, .optmask = p->optmask,
 				 .slot = slot, .gen = gen, .evfd = -1, .dst = *dst});
 	atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
 	errno = EINPROGRESS;
@@ -121,7 +121,7 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		 * (connect again waits for it, or EALREADY when nonblocking;
 		 * poll and SO_ERROR tell the end) */
 		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1,
-				 .flags = p->flags | PFD_CONNECT_UNTOLD,
+				 .flags = p->flags | PFD_CONNECT_UNTOLD, .optmask = p->optmask,
 				 .slot = p->slot, .gen = p->gen, .evfd = -1, .dst = dst});
 		errno = EINTR;
 		return -1;
@@ -150,6 +150,8 @@ int rs_settle(int fd, struct pfd *p)
 		return 0;
 	if (st != SLOT_FALLBACK) {
 		p->pending = 0;
+		if (st == SLOT_ESTABLISHED)
+			rd_settled(fd, p);
 		return 0;
 	}
 	if (!ep_hand_over(fd, p, slot))

@@ -218,9 +218,11 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return R(epoll_ctl)(epfd, op, fd, ev);
 	if (p->kind == FD_LISTEN)
 		return ep_ctl_listen(epfd, op, fd, p, ev);
-	pf = vs_poll_fd(p->slot, p->gen);
+	pf = rd_fd(fd, p);
 	if (pf < 0) {
-		errno = -pf == EBADF ? EPERM : -pf;
+		/* no descriptor to be had (the kernel's ENOMEM: no room for the
+		 * registration), or the socket went with its hub */
+		errno = -pf == EMFILE || -pf == ENFILE ? ENOMEM : -pf == EBADF ? EPERM : -pf;
 		return -1;
 	}
 	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev) {
@@ -331,6 +333,23 @@ int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespe
 	if (!__atomic_load_n(&ep_live, __ATOMIC_RELAXED) || max <= 0 || (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000)))
 		return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, tmo, mask, 8);
 	return ep_wait(epfd, ev, max, tmo, mask);
+}
+
+void ep_rekey(uint32_t slot, int from, int to)
+{
+	pthread_mutex_lock(&ep_lock);
+	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1) {
+		struct ep_rec *r = &ep_recs[i];
+		struct epoll_event e = {.events = r->events, .data.u64 = ep_tag(i)};
+		if (r->kfd != from)
+			continue;
+		/* registered anew: a one-shot one is armed again, and says only
+		 * what is true (ep_filter) */
+		if (R(epoll_ctl)(r->epfd, EPOLL_CTL_ADD, to, &e) == 0 || errno == EEXIST)
+			R(epoll_ctl)(r->epfd, EPOLL_CTL_DEL, from, NULL);
+		r->kfd = to;
+	}
+	pthread_mutex_unlock(&ep_lock);
 }
 
 /* A nonblocking connect given to kernel TCP (rs_settle, connect.c): the

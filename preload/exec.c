@@ -38,6 +38,20 @@ static unsigned exec_mark_kept(unsigned max, uint8_t *keep, unsigned *nkeep)
 	return n;
 }
 
+/* The kept descriptors that are their connection's readiness descriptor
+ * become kernel sockets again (preload/ready.c): the program after the
+ * exec sees a socket that never connected when it is not preloaded, and
+ * asks for the readiness descriptor again when it is. */
+static void exec_unbecome(unsigned max, const uint8_t *keep)
+{
+	for (unsigned fd = 0; fd < max; fd++) {
+		struct pfd *p = &pfd_tab[fd];
+		if (p->kind == FD_RS && (p->flags & PFD_SELF) && keep[p->slot] &&
+		    !(R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC))
+			rd_unbecome((int)fd, p);
+	}
+}
+
 /* every socket of this process that no surviving descriptor names, into
  * dslot and dgen: their number */
 static unsigned exec_dropped(const uint8_t *keep, uint32_t *dslot, uint32_t *dgen)
@@ -128,6 +142,7 @@ static char **exec_prepare(char *const envp[], struct exec_undo *u)
 		max = (unsigned)rl.rlim_cur;
 	if (!exec_mark_kept(max, keep, &nkeep))
 		return NULL;
+	exec_unbecome(max, keep);
 	ndrop = exec_dropped(keep, dslot, dgen);
 	if (!nkeep || (u->ctl = cl_exec_begin(dslot, dgen, (int)ndrop)) < 0)
 		return NULL;

@@ -47,6 +47,7 @@ void pfd_set(struct pfd *p, const struct pfd *v)
 	p->evfd = v->evfd;
 	p->pending = v->pending;
 	p->flags = v->flags;
+	p->optmask = v->optmask;
 	p->dst = v->dst;
 	__atomic_store_n(&p->kind, v->kind, __ATOMIC_RELEASE);
 }
@@ -65,12 +66,10 @@ void pfd_forget(int fd)
 	struct pfd *p = rs_of(fd);
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
-		int evfd = p->kind == FD_LISTEN ? p->evfd : -1, abort = 0;
-		struct linger l;
-		socklen_t ll = sizeof(l);
+		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;
 		/* SO_LINGER on with a zero time: close resets, as on kernel TCP */
-		if (p->kind == FD_RS && R(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &l, &ll) == 0)
-			abort = l.l_onoff && !l.l_linger;
+		int abort = p->kind == FD_RS && so_abortive(fd, p);
+		rd_closing(fd, p);
 		pfd_clear(fd);
 		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0)
 			sys_close(evfd);
@@ -104,25 +103,34 @@ int dup(int fd)
 	return pfd_dup(fd, R(dup)(fd));
 }
 
+/* newfd is about to name what oldfd names: what it named is let go of
+ * first, while it still names it (its options, its readiness descriptor),
+ * once the kernel could not refuse for want of oldfd */
+static void dup_over(int oldfd, int newfd)
+{
+	if (oldfd != newfd && R(fcntl)(oldfd, F_GETFD) >= 0)
+		pfd_forget(newfd);
+}
+
 int dup2(int oldfd, int newfd)
 {
 	int r;
 	if (oldfd == newfd)
 		return R(dup2)(oldfd, newfd);
+	dup_over(oldfd, newfd);
 	r = R(dup2)(oldfd, newfd);
-	if (r >= 0) {
-		pfd_forget(newfd);
+	if (r >= 0)
 		pfd_dup(oldfd, r);
-	}
 	return r;
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
-	int r = R(dup3)(oldfd, newfd, flags);
-	if (r >= 0) {
-		pfd_forget(newfd);
+	int r;
+	if (oldfd != newfd && !(flags & ~O_CLOEXEC))
+		dup_over(oldfd, newfd);
+	r = R(dup3)(oldfd, newfd, flags);
+	if (r >= 0)
 		pfd_dup(oldfd, r);
-	}
 	return r;
 }

@@ -1,6 +1,6 @@
 /*
  * io.c - the data calls: read, write, send, recv and their msg, vector,
- * address and _FORTIFY_SOURCE forms, and sendfile.
+ * address, mmsg and _FORTIFY_SOURCE forms, and sendfile.
  *
  * On a descriptor that is not an rshare socket each call is as cheap as
  * it can be: read, write, send and recv are a bounds check, one load
@@ -181,6 +181,44 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, 
 {
 	(void)buflen;
 	return recvfrom(fd, buf, len, flags, a, al);
+}
+
+/* recvmmsg and sendmmsg on an rshare connection: one recvmsg or sendmsg a
+ * message, as the kernel does for a stream socket; the count done, or the
+ * first one's error.  (recvmmsg's timeout is looked at between messages
+ * by the kernel; here a blocking call waits for each.) */
+int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
+{
+	struct pfd *p = rs_of(fd);
+	unsigned int i;
+	if (!p)
+		return (int)syscall(SYS_recvmmsg, fd, v, n, flags, tmo);
+	for (i = 0; i < n; i++) {
+		ssize_t r = recvmsg(fd, &v[i].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (!r)
+			return (int)i + 1; /* end of stream */
+	}
+	return (int)i;
+}
+
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct pfd *p = rs_of(fd);
+	unsigned int i;
+	if (!p)
+		return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
+	for (i = 0; i < n; i++) {
+		ssize_t r = sendmsg(fd, &v[i].msg_hdr, flags);
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+	}
+	return (int)i;
 }
 
 /* sendfile onto an rshare connection: read in pieces of 64 KiB and sent;

@@ -37,7 +37,7 @@ static struct pollfd *pp_kernel_set(struct pollfd *fds, nfds_t n, struct pollfd 
 		if (p->kind == FD_LISTEN) {
 			k[nl++] = (struct pollfd){.fd = p->evfd, .events = POLLIN};
 		} else {
-			int pf = vs_poll_fd(p->slot, p->gen);
+			int pf = rd_fd(fds[i].fd, p);
 			k[i].fd = pf >= 0 ? pf : -1; /* without one, the true state alone */
 		}
 	}

@@ -12,9 +12,11 @@
  * registers an rshare one with the hub, connect() asks the hub first and
  * falls back to the kernel when the other node has no rshare listener.
  * An rshare connection keeps its kernel socket as the descriptor the
- * application sees (fstat, getsockopt of options rshare does not answer).
+ * application sees until it is polled; then its readiness descriptor takes
+ * that number (ready.c), so that it costs one descriptor, as on the kernel.
  *
- * The files: fdtab.c (the descriptor table, close and dup), socket.c
+ * The files: fdtab.c (the descriptor table, close and dup), ready.c (the
+ * readiness descriptor as the program's descriptor), socket.c
  * (socket, bind, listen, accept, shutdown, names), connect.c, io.c (the
  * data calls), sockopt.c (socket options, fcntl, ioctl), poll.c (poll and
  * select), epoll.c, exec.c (sockets kept across exec); preload.h is what

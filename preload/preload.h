@@ -77,6 +77,7 @@ struct pfd {
 	uint8_t flags;           /* PFD_*: what the kernel would remember of this socket */
 	uint32_t slot, gen;
 	uint32_t rxsize, txsize; /* SO_RCVBUF / SO_SNDBUF asked before connect or listen */
+	uint32_t optmask;        /* FD_TCP: options set on it (sockopt.c's table) */
 	int evfd;                /* listener: the hub's wake-up */
 	union sockaddr_any dst;
 };
@@ -85,6 +86,8 @@ struct pfd {
 #define PFD_SNDBUF_SET 2     /* ... SO_SNDBUF */
 #define PFD_CONNECT_UNTOLD 4 /* a connect went on after EINPROGRESS or EINTR: the
 				next connect() reports its end (0 once, then EISCONN) */
+#define PFD_SELF 8           /* the descriptor is the connection's readiness
+				descriptor, no kernel TCP socket (ready.c) */
 
 extern PL_HIDDEN struct pfd *pfd_tab;
 extern PL_HIDDEN unsigned pfd_max;
@@ -161,6 +164,23 @@ static inline long tmo_ms_left(const struct timespec *end)
 /* epoll.c */
 PL_HIDDEN void ep_forget(uint32_t slot, int pf, int gone);
 PL_HIDDEN int ep_hand_over(int fd, struct pfd *p, uint32_t slot);
+/* the set registrations of slot's readiness descriptor at number from move to to */
+PL_HIDDEN void ep_rekey(uint32_t slot, int from, int to);
+
+/* ready.c: the program's descriptor as the readiness descriptor.
+ * rd_fd: the readiness descriptor of fd's connection, fd itself where it
+ * may become it (else a high number; -errno); rd_settled: a connect made,
+ * the same for one polled while under way; rd_closing: fd is about to
+ * stop naming the socket; rd_unbecome: fd a kernel socket again (exec) */
+PL_HIDDEN int rd_fd(int fd, struct pfd *p);
+PL_HIDDEN void rd_settled(int fd, struct pfd *p);
+PL_HIDDEN void rd_closing(int fd, const struct pfd *p);
+PL_HIDDEN int rd_unbecome(int fd, struct pfd *p);
+
+/* sockopt.c: the options set on fd's kernel socket go to its slot */
+PL_HIDDEN void so_carry(int fd, struct pfd *p);
+/* SO_LINGER on with a zero time: a last close resets */
+PL_HIDDEN int so_abortive(int fd, const struct pfd *p);
 
 /* exec.c: in the new program, take up the sockets the old one kept */
 PL_HIDDEN void exec_adopt(void);

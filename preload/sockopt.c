@@ -1,63 +1,286 @@
 /*
  * sockopt.c - socket options, fcntl and ioctl on rshare sockets.
  *
- * The kernel socket behind every descriptor checks the arguments and
- * answers what rshare does not: setsockopt is always the kernel's (the
- * buffer sizes asked before connect or listen are kept for the rings),
- * getsockopt answers SO_ERROR, SO_RCVBUF/SO_SNDBUF (the rings' sizes,
- * unless the program set them: then the kernel's answer, as on Linux) and
- * SO_ACCEPTCONN itself.  O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO) is kept
- * in the slot's flags; a kernel listener stays nonblocking whatever the
- * application asks, and F_GETFL tells it what it asked.  FIONREAD is the
- * bytes waiting in the receive ring.
+ * A kernel socket checks the arguments of every setsockopt and answers
+ * what rshare does not.  For a connection that is still its kernel socket
+ * that is the socket itself; for one whose descriptor became its readiness
+ * descriptor (PFD_SELF, ready.c) it is a TCP socket of the same family
+ * that this process keeps for the purpose (the scratch one, which is set,
+ * and the pristine one, which answers what nobody set).  The options of
+ * the table below that a program sets on a connection are kept in its
+ * slot as the kernel reads them back (so twice SO_RCVBUF's value, a time
+ * rounded to the kernel's tick), shared by every process that holds the
+ * socket as the kernel's are, and answered from there; those set on a
+ * socket before it connected are carried there when its descriptor
+ * changes (so_carry).  getsockopt answers SO_ERROR, SO_ACCEPTCONN and
+ * SO_RCVBUF/SO_SNDBUF (the rings' sizes, unless the program set them)
+ * itself, and TCP_INFO's state from the connection's.  O_NONBLOCK (fcntl
+ * F_SETFL, ioctl FIONBIO) is kept in the slot's flags; a kernel listener
+ * and a readiness descriptor stay nonblocking whatever the application
+ * asks, and F_GETFL tells it what it asked.  FIONREAD is the bytes waiting
+ * in the receive ring, SIOCOUTQ those in the send ring.
  */
+#include <linux/sockios.h>
+
 #include "preload.h"
+
+enum { OPT_BOOL, OPT_INT, OPT_LINGER, OPT_TMO };
+
+/* the options kept in the slot: bit i of slot_opts.set is so_tab[i] */
+static const struct so_ent {
+	int level, name;
+	uint8_t type, idx; /* OPT_BOOL: bit of bools; OPT_INT: ival[]; OPT_TMO: tmo_us[] */
+} so_tab[] = {
+	{SOL_SOCKET, SO_KEEPALIVE, OPT_BOOL, 0},
+	{SOL_SOCKET, SO_OOBINLINE, OPT_BOOL, 1},
+	{SOL_SOCKET, SO_REUSEADDR, OPT_BOOL, 2},
+	{SOL_SOCKET, SO_REUSEPORT, OPT_BOOL, 3},
+	{SOL_SOCKET, SO_DONTROUTE, OPT_BOOL, 4},
+	{IPPROTO_TCP, TCP_NODELAY, OPT_BOOL, 5},
+	{IPPROTO_TCP, TCP_CORK, OPT_BOOL, 6},
+	{SOL_SOCKET, SO_RCVBUF, OPT_INT, 0},
+	{SOL_SOCKET, SO_SNDBUF, OPT_INT, 1},
+	{SOL_SOCKET, SO_PRIORITY, OPT_INT, 2},
+	{SOL_SOCKET, SO_RCVLOWAT, OPT_INT, 3},
+	{IPPROTO_TCP, TCP_KEEPIDLE, OPT_INT, 4},
+	{IPPROTO_TCP, TCP_KEEPINTVL, OPT_INT, 5},
+	{IPPROTO_TCP, TCP_KEEPCNT, OPT_INT, 6},
+	{IPPROTO_TCP, TCP_USER_TIMEOUT, OPT_INT, 7},
+	{IPPROTO_TCP, TCP_NOTSENT_LOWAT, OPT_INT, 8},
+	{IPPROTO_TCP, TCP_MAXSEG, OPT_INT, 9},
+	{IPPROTO_IP, IP_TOS, OPT_INT, 10},
+	{IPPROTO_IPV6, IPV6_TCLASS, OPT_INT, 11},
+	{SOL_SOCKET, SO_LINGER, OPT_LINGER, 0},
+	{SOL_SOCKET, SO_RCVTIMEO, OPT_TMO, 0},
+	{SOL_SOCKET, SO_SNDTIMEO, OPT_TMO, 1},
+};
+#define SO_N (int)(sizeof(so_tab) / sizeof(so_tab[0]))
+_Static_assert(SO_N <= 32, "one bit of slot_opts.set each");
+
+static int so_find(int level, int name)
+{
+	for (int i = 0; i < SO_N; i++)
+		if (so_tab[i].level == level && so_tab[i].name == name)
+			return i;
+	return -1;
+}
+
+/* the value of option i as getsockopt gives it, into o */
+static void so_store(struct slot_opts *o, int i, const void *val)
+{
+	const struct so_ent *e = &so_tab[i];
+	int v;
+	switch (e->type) {
+	case OPT_BOOL:
+		memcpy(&v, val, sizeof(v));
+		if (v)
+			atomic_fetch_or(&o->bools, 1u << e->idx);
+		else
+			atomic_fetch_and(&o->bools, ~(1u << e->idx));
+		break;
+	case OPT_INT:
+		memcpy(&o->ival[e->idx], val, sizeof(int));
+		break;
+	case OPT_LINGER:
+		memcpy(o->linger, val, sizeof(struct linger));
+		break;
+	case OPT_TMO: {
+		struct timeval tv;
+		memcpy(&tv, val, sizeof(tv));
+		o->tmo_us[e->idx] = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+		break;
+	}
+	}
+	atomic_fetch_or(&o->set, 1u << i);
+}
+
+/* option i as kept in o, into val (at most *len bytes, as the kernel) */
+static int so_answer(const struct slot_opts *o, int i, void *val, socklen_t *len)
+{
+	const struct so_ent *e = &so_tab[i];
+	union {
+		int v;
+		struct linger l;
+		struct timeval tv;
+	} u;
+	socklen_t n = sizeof(int);
+	switch (e->type) {
+	case OPT_BOOL:
+		u.v = !!(atomic_load(&o->bools) & (1u << e->idx));
+		break;
+	case OPT_INT:
+		u.v = o->ival[e->idx];
+		break;
+	case OPT_LINGER:
+		memcpy(&u.l, o->linger, sizeof(u.l));
+		n = sizeof(u.l);
+		break;
+	case OPT_TMO:
+		u.tv.tv_sec = o->tmo_us[e->idx] / 1000000;
+		u.tv.tv_usec = o->tmo_us[e->idx] % 1000000;
+		n = sizeof(u.tv);
+		break;
+	}
+	if ((int)*len < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (*len < n)
+		n = *len;
+	memcpy(val, &u, n);
+	*len = n;
+	return 0;
+}
+
+/* read option i back from kernel socket fd into the slot */
+static void so_keep(int fd, struct arena_slot *as, int i)
+{
+	union {
+		int v;
+		struct linger l;
+		struct timeval tv;
+	} u;
+	socklen_t n = sizeof(u);
+	if (R(getsockopt)(fd, so_tab[i].level, so_tab[i].name, &u, &n) == 0)
+		so_store(&as->opts, i, &u);
+}
+
+void so_carry(int fd, struct pfd *p)
+{
+	struct arena_slot *as = cl_slot(p->slot);
+	uint32_t m = p->optmask & ~atomic_load(&as->opts.set);
+	for (int i = 0; m; i++, m >>= 1)
+		if (m & 1)
+			so_keep(fd, as, i);
+	p->optmask = 0;
+}
+
+/* This process's TCP sockets that stand in for a readiness descriptor:
+ * [family][0] never set (it answers defaults), [family][1] set (it checks
+ * what is set, and reads it back).  -1 when none can be made. */
+static _Atomic int so_stand[2][2] = {{-1, -1}, {-1, -1}};
+
+static int so_stand_in(int family, int scratch)
+{
+	_Atomic int *s = &so_stand[family == AF_INET6][scratch];
+	int fd = atomic_load(s), none = -1;
+	if (fd >= 0)
+		return fd;
+	fd = cl_hi_fd(R(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	if (fd < 0)
+		return -1;
+	if (!atomic_compare_exchange_strong(s, &none, fd)) {
+		R(close)(fd);
+		return none;
+	}
+	return fd;
+}
+
+int so_abortive(int fd, const struct pfd *p)
+{
+	struct linger l = {0, 0};
+	socklen_t ll = sizeof(l);
+	struct arena_slot *as = cl_slot(p->slot);
+	int i = so_find(SOL_SOCKET, SO_LINGER);
+	if ((p->flags & PFD_SELF) || (atomic_load(&as->opts.set) & (1u << i)))
+		memcpy(&l, as->opts.linger, sizeof(l));
+	else if (R(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &l, &ll) < 0)
+		return 0;
+	return l.l_onoff && !l.l_linger;
+}
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct pfd *p = pfd_get(fd);
-	int r = R(setsockopt)(fd, level, name, val, len);
+	int self = p && p->kind == FD_RS && (p->flags & PFD_SELF), i, k, r;
+	k = self ? so_stand_in(p->family, 1) : fd;
+	if (self && k < 0) {
+		errno = ENOBUFS;
+		return -1;
+	}
 	/* the kernel checks the arguments; its answer stands */
-	if (r == 0 && p && p->kind == FD_TCP && level == SOL_SOCKET && val && len >= sizeof(int) &&
-	    (name == SO_RCVBUF || name == SO_SNDBUF)) {
-		int v = *(const int *)val;
-		uint32_t sz = arena_ring_size(v > 0 ? (uint64_t)v * 2 : 1);
-		if (name == SO_RCVBUF)
-			p->rxsize = sz;
-		else
-			p->txsize = sz;
-		p->flags |= name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET;
+	r = R(setsockopt)(k, level, name, val, len);
+	if (r < 0 || !p || (i = so_find(level, name)) < 0)
+		return r;
+	if (p->kind == FD_RS) {
+		so_keep(k, cl_slot(p->slot), i);
+	} else if (p->kind == FD_TCP) {
+		p->optmask |= 1u << i;
+		if (level == SOL_SOCKET && len >= sizeof(int) && (name == SO_RCVBUF || name == SO_SNDBUF)) {
+			int v = *(const int *)val;
+			uint32_t sz = arena_ring_size(v > 0 ? (uint64_t)v * 2 : 1);
+			if (name == SO_RCVBUF)
+				p->rxsize = sz;
+			else
+				p->txsize = sz;
+			p->flags |= name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET;
+		}
 	}
 	return r;
+}
+
+/* TCP_INFO of an rshare connection: what its kernel socket says, in the
+ * connection's state */
+static void so_tcp_info(struct arena_slot *as, void *val, socklen_t len)
+{
+	uint32_t st = atomic_load(&as->state), fl = atomic_load(&as->flags);
+	uint8_t ts = TCP_CLOSE;
+	if (st == SLOT_ESTABLISHED)
+		ts = (fl & SLOTF_RX_FIN) ? TCP_CLOSE_WAIT : (fl & SLOTF_TX_FIN_SENT) ? TCP_FIN_WAIT2 : TCP_ESTABLISHED;
+	else if (st == SLOT_CONNECTING)
+		ts = TCP_SYN_SENT;
+	if (len >= 1)
+		((struct tcp_info *)val)->tcpi_state = ts;
 }
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct pfd *p = rs_of(fd);
-	if (p && level == SOL_SOCKET && val && len && *len >= sizeof(int)) {
-		struct arena_slot *as = cl_slot(p->slot);
+	struct arena_slot *as;
+	int i, r, k = fd;
+	if (!p || !val || !len)
+		return R(getsockopt)(fd, level, name, val, len);
+	as = cl_slot(p->slot);
+	if (level == SOL_SOCKET && *len >= sizeof(int)) {
 		switch (name) {
 		case SO_ERROR:
 			*(int *)val = vs_take_error(p->slot);
 			*len = sizeof(int);
 			return 0;
-		case SO_RCVBUF:
-		case SO_SNDBUF:
-			/* set by the program: the kernel's answer, twice what was
-			 * asked, as Linux reports it; else the ring's size now */
-			if (p->kind == FD_RS && !(p->flags & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
-				*(int *)val = (int)(name == SO_RCVBUF ? as->rx.size : as->tx.size);
-				*len = sizeof(int);
-				return 0;
-			}
-			break;
 		case SO_ACCEPTCONN:
 			*(int *)val = p->kind == FD_LISTEN;
 			*len = sizeof(int);
 			return 0;
 		}
 	}
-	return R(getsockopt)(fd, level, name, val, len);
+	if (p->kind != FD_RS)
+		return R(getsockopt)(fd, level, name, val, len);
+	if ((i = so_find(level, name)) >= 0 && (atomic_load(&as->opts.set) & (1u << i)))
+		return so_answer(&as->opts, i, val, len);
+	/* the rings' sizes, unless the program set them (then the kernel's
+	 * answer, twice what was asked, as Linux reports it) */
+	if (level == SOL_SOCKET && *len >= sizeof(int) && (name == SO_RCVBUF || name == SO_SNDBUF) &&
+	    !(p->flags & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
+		*(int *)val = (int)(name == SO_RCVBUF ? as->rx.size : as->tx.size);
+		*len = sizeof(int);
+		return 0;
+	}
+	if ((p->flags & PFD_SELF) && (k = so_stand_in(p->family, 0)) < 0) {
+		errno = ENOBUFS;
+		return -1;
+	}
+	r = R(getsockopt)(k, level, name, val, len);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_INFO)
+		so_tcp_info(as, val, *len);
+	return r;
+}
+
+/* a descriptor whose kernel file stays nonblocking: a kernel listener (accept
+ * waits on it and the hub at once), a readiness descriptor (shared with the
+ * hub and the library's own reads) */
+static int stays_nonblocking(const struct pfd *p)
+{
+	return p->kind == FD_LISTEN || (p->flags & PFD_SELF);
 }
 
 static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
@@ -67,11 +290,11 @@ static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 	switch (cmd) {
 	case F_GETFL:
 		r = R(fcntl)(fd, F_GETFL);
-		if (r >= 0 && p->kind == FD_LISTEN)
+		if (r >= 0 && stays_nonblocking(p))
 			r = (r & ~O_NONBLOCK) | ((atomic_load(&as->flags) & SLOTF_NONBLOCK) ? O_NONBLOCK : 0);
 		return r;
 	case F_SETFL:
-		r = R(fcntl)(fd, F_SETFL, p->kind == FD_LISTEN ? arg | O_NONBLOCK : arg);
+		r = R(fcntl)(fd, F_SETFL, stays_nonblocking(p) ? arg | O_NONBLOCK : arg);
 		if (r == 0) {
 			if (arg & O_NONBLOCK)
 				atomic_fetch_or(&as->flags, SLOTF_NONBLOCK);
@@ -120,8 +343,8 @@ int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	p = rs_of(fd);
-	if (p && p->kind == FD_RS && req == FIONREAD && arg) {
-		*(int *)arg = vs_nread(p->slot);
+	if (p && p->kind == FD_RS && (req == FIONREAD || req == SIOCOUTQ) && arg) {
+		*(int *)arg = req == FIONREAD ? vs_nread(p->slot) : vs_nunsent(p->slot);
 		return 0;
 	}
 	if (p && req == FIONBIO && arg) {
@@ -129,8 +352,8 @@ int ioctl(int fd, unsigned long req, ...)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 		else
 			atomic_fetch_and(&cl_slot(p->slot)->flags, ~SLOTF_NONBLOCK);
-		if (p->kind == FD_LISTEN)
-			return 0; /* the kernel listener stays nonblocking */
+		if (stays_nonblocking(p))
+			return 0;
 	}
 	return R(ioctl)(fd, req, arg);
 }

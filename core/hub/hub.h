@@ -320,7 +320,7 @@ struct hub {
 	uint32_t nlisteners, listeners_cap;
 	/* readiness descriptors (keep.c): the hub's copies (at most the
 	 * budget), and the sockets whose pairs keepers hold */
-	uint32_t keep_budget, keep_local, keep_kept;
+	uint32_t keep_budget, keep_hard, keep_local, keep_kept;
 	uint32_t lru_head, lru_tail;
 	struct keeper *keepers[HUB_KEEPERS_MAX];
 	uint32_t nkeepers;

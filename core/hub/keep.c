@@ -16,9 +16,14 @@
  * the keeper answers once it holds them.  When the hub needs one of them
  * again it takes a copy with pidfd_getfd(2): one system call, no round
  * trip (only a pair not yet answered waits for its answer), and the
- * keeper's copy stays, so that letting go again is a close.  An end's last close is the keeper's
- * (KEEP_CLOSE): a reset closes H for good, and H's last close with unread
- * data is what gives P its ECONNRESET.  A close goes out in order with
+ * keeper's copy stays, so that letting go again is a close.  Past the
+ * budget the hub sends a few at a time and skips a keeper whose channel is
+ * full; near its limit (half its reserve past the budget) it waits for the
+ * keepers instead, since an end it could not take back would be a lost
+ * wake-up (a reflect that cannot have its end rings itself again).  An
+ * end's last close is the keeper's (KEEP_CLOSE): a reset closes H for
+ * good, and H's last close with unread data is what gives P its
+ * ECONNRESET.  A close goes out in order with
  * the puts, and a place is free again only once its close went out.
  *
  * A keeper is forked, not executed: the child closes every descriptor but
@@ -46,6 +51,7 @@
 
 #define KEEP_BASE 16    /* a keeper's places start at this descriptor */
 #define KEEP_TRIM_MAX 64 /* sockets looked at by one trim */
+#define KEEP_WAIT_MS 2000 /* the longest the hub waits for room in a keeper's channel */
 
 enum { KEEP_PUT = 1, KEEP_CLOSE, KEEP_ACK };
 
@@ -77,6 +83,14 @@ void keep_init(struct hub *h)
 	uint64_t lim = nofile();
 	uint64_t reserve = lim / 4 > 64 ? lim / 4 : 64;
 	h->keep_budget = lim > reserve + 16 ? (uint32_t)(lim - reserve) : 16;
+	/* past it, the hub waits for a keeper rather than run out */
+	h->keep_hard = h->keep_budget + (uint32_t)(reserve / 2);
+}
+
+/* the hub's own readiness ends and keeper descriptors, against a limit */
+static int keep_over(const struct hub *h, uint32_t limit)
+{
+	return h->keep_local + 2 * h->nkeepers > limit;
 }
 
 /* ---- the list of sockets whose ends the hub holds, oldest use first ---- */
@@ -404,8 +418,26 @@ static void keeper_wait(struct hub *h, struct keeper *k, struct hsock *s)
 	}
 }
 
-/* Send s's ends to a keeper: 0, or -1 (none has room, or its channel is full). */
-static int keep_send(struct hub *h, struct hsock *s)
+/* Room in k's channel, waited for (its answers taken meanwhile, or it
+ * would wait on the hub in turn), at most KEEP_WAIT_MS: 0, or -1. */
+static int keeper_room(struct hub *h, struct keeper *k)
+{
+	uint64_t end = hub_now_ms() + KEEP_WAIT_MS;
+	for (;;) {
+		struct pollfd pf = {.fd = k->ch, .events = POLLIN | POLLOUT};
+		uint64_t now = hub_now_ms();
+		if (k->nq)
+			keeper_flush(h, k);
+		if (k->dead || now >= end || poll(&pf, 1, (int)(end - now)) < 0 || keeper_acks(h, k) < 0)
+			return -1;
+		if ((pf.revents & POLLOUT) && !k->nq)
+			return 0;
+	}
+}
+
+/* Send s's ends to a keeper: 0, or -1 (none has room, or its channel is
+ * full: waited for when wait). */
+static int keep_send(struct hub *h, struct hsock *s, int wait)
 {
 	uint32_t place;
 	struct keeper *k = keeper_place(h, &place);
@@ -433,7 +465,15 @@ static int keep_send(struct hub *h, struct hsock *s)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
 	memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
-	if (!n || k->nq || sendmsg(k->ch, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(m)) {
+	if (wait && k->nq)
+		keeper_flush(h, k);
+	while (n && wait && (k->nq || sendmsg(k->ch, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(m))) {
+		if (keeper_room(h, k) < 0) {
+			log_warn("keeper %d does not take what it is sent", (int)k->pid);
+			wait = 0;
+		}
+	}
+	if (!n || (!wait && (k->nq || sendmsg(k->ch, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(m)))) {
 		if (place == k->hi - 1)
 			k->hi--;
 		else
@@ -454,13 +494,17 @@ static int keep_send(struct hub *h, struct hsock *s)
 void keep_trim(struct hub *h)
 {
 	uint32_t sid = h->lru_head, next;
-	for (int n = 0; n < KEEP_TRIM_MAX && sid && h->keep_local + 2 * h->nkeepers > h->keep_budget; n++, sid = next) {
+	/* over the budget: a few at a time, skipping a keeper that is busy;
+	 * near the limit: as many as it takes, waiting for the keepers (a
+	 * readiness descriptor the hub cannot take back is a lost wake-up) */
+	for (int n = 0; sid && keep_over(h, h->keep_budget) && (n < KEEP_TRIM_MAX || keep_over(h, h->keep_hard));
+	     n++, sid = next) {
 		struct hsock *s = h->socks[sid];
 		next = s->lru_next;
 		if (s->poll_kept || s->poll_sent)
 			let_go(h, s);
 		else
-			keep_send(h, s); /* no room in a keeper's channel now: the next one */
+			keep_send(h, s, keep_over(h, h->keep_hard));
 	}
 }
 

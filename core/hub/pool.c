@@ -99,6 +99,7 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 {
 	struct uid_use *u = uid_use(h, uid);
 	struct pool *p;
+	int err;
 	if (!u)
 		return NULL;
 	if (u->pools >= h->lim_pools) {
@@ -147,7 +148,8 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 		 (unsigned long long)(p->bytes >> 20));
 	return p;
 fail:
-	log_error("pool: cannot create an arena: %s", strerror(errno));
+	err = errno; /* the caller tells a hub out of descriptors by it */
+	log_error("pool: cannot create an arena: %s", strerror(err));
 	if (p->base)
 		munmap(p->base, p->bytes);
 	if (p->memfd >= 0)
@@ -160,6 +162,7 @@ fail:
 	free(p->mr_ok);
 	free(p->slot_free);
 	free(p);
+	errno = err;
 	return NULL;
 }
 

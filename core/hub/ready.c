@@ -7,10 +7,12 @@
  * readable.  The first time a process polls such a socket it asks the hub
  * for the socket's readiness descriptor: one end (P) of a unix stream
  * socketpair whose other end (H) the hub keeps.  The library puts P in
- * place of the application's descriptor in poll, select and epoll_ctl; the
- * kernel then reports P, so every kind of waiting works as it does for
- * kernel sockets: level and edge triggered, one-shot, exclusive, nested
- * epoll sets, fork.  P's readiness mirrors the connection's:
+ * place of the application's descriptor (dup3 over its number, where
+ * nothing is lost by it: preload/ready.c; else P stays beside it and
+ * stands in for it in poll, select and epoll_ctl); the kernel then reports
+ * P, so every kind of waiting works as it does for kernel sockets: level
+ * and edge triggered, one-shot, exclusive, nested epoll sets, fork.  P's
+ * readiness mirrors the connection's:
  *
  *   readable  the hub writes one byte into H at every arrival of data (so
  *             that an edge-triggered waiter is woken at each, as for a
@@ -66,6 +68,7 @@ int hpoll_get(struct hsock *s)
 	}
 	if (s->poll_ends)
 		return -EBADF; /* P went with a keeper that died */
+	keep_trim(the_hub); /* room for two more, waited for near the limit */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
 	/* the least the kernel allows: filling it takes two writes */
@@ -124,8 +127,16 @@ void hpoll_reflect(struct hsock *s)
 	uint32_t flags;
 	uint64_t rx_head, rx_tail;
 	int closed, readable, hfd;
-	if (!as || !(s->poll_ends & 2) || s->poll_hup || (hfd = keep_fd(the_hub, s, 1)) < 0)
+	if (!as || !(s->poll_ends & 2) || s->poll_hup)
 		return;
+	if ((hfd = keep_fd(the_hub, s, 1)) < 0) {
+		/* H cannot be had now (a keeper that has not answered yet, the
+		 * hub out of descriptors): looked at again at the next round,
+		 * never dropped, or a waiter would sleep for ever */
+		if (s->pool && s->pool->base)
+			arena_ring(s->pool->base, s->slot, SLOTOP_POLL);
+		return;
+	}
 	if (s->state == HS_FALLBACK) {
 		/* a nonblocking connect given to kernel TCP: writable, so its
 		 * waiter comes to learn it */

@@ -84,6 +84,15 @@ static void do_stat(struct hub *h, struct proc *pr, int json)
 	stat_flush(h, pr);
 }
 
+/* a process turned away because the hub has no descriptor left: counted,
+ * and logged once a second at most */
+static void hub_refused(struct hub *h)
+{
+	h->procs_refused++;
+	if (hub_log_due(&h->refused_ms))
+		log_warn("a process turned away: the hub has no descriptor left");
+}
+
 static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	if (pr->pool) {
@@ -92,6 +101,8 @@ static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, s
 	}
 	pr->pool = pool_new(h, pr->uid);
 	if (!pr->pool) {
+		if (errno == EMFILE || errno == ENFILE)
+			hub_refused(h); /* accepted, but no descriptor for its pool */
 		r->rep.status = errno == EUSERS ? -EUSERS : -ENOMEM;
 		return;
 	}
@@ -418,9 +429,7 @@ void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
 			h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			if (fd < 0)
 				return;
-			h->procs_refused++;
-			if (hub_log_due(&h->refused_ms))
-				log_warn("a process turned away: the hub has no descriptor left");
+			hub_refused(h);
 			continue;
 		}
 		if (fd < 0)

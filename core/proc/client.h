@@ -88,7 +88,9 @@ int vs_take_error(uint32_t slot);
  * 0: it is not after all */
 void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
+int vs_nunsent(uint32_t slot);            /* bytes in the send ring (SIOCOUTQ) */
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
+uint32_t vs_nrefs(uint32_t slot);         /* how many */
 void vs_fork_child(void);                 /* in a new child: no call of its is under way */
 /* Readiness (vsock_poll.c; see core/hub/ready.c): the socket's readiness
  * descriptor, asked of the hub the first time (-errno on failure); the
@@ -96,6 +98,20 @@ void vs_fork_child(void);                 /* in a new child: no call of its is u
  * more than is true, bringing it in line (empty it, or fill it when the send ring is full). */
 int vs_poll_fd(uint32_t slot, uint32_t gen);
 int vs_poll_fd_cached(uint32_t slot);     /* -1 when it has none */
+/* The program's own descriptor as the readiness descriptor, so that a
+ * polled connection costs the program one descriptor, as on kernel TCP:
+ * vs_poll_fd_onto asks the hub for it and puts it in place of fd (the
+ * kernel socket there goes); vs_poll_move puts the one this process holds
+ * already (a high number) in place of fd, and returns that number, which
+ * the caller closes once it has moved its epoll registrations; vs_poll_self
+ * says whether the readiness descriptor is a descriptor of the program's;
+ * vs_poll_unself, called before the program closes fd, that descriptor,
+ * gives this process a high number of its own again (other descriptors of
+ * the socket stay). */
+int vs_poll_fd_onto(uint32_t slot, uint32_t gen, int fd, int *onto); /* *onto: fd is it now */
+int vs_poll_move(uint32_t slot, int fd);
+int vs_poll_self(uint32_t slot);
+void vs_poll_unself(uint32_t slot, int fd);
 unsigned vs_poll_mask(uint32_t slot);
 void vs_poll_settle(uint32_t slot, unsigned claimed);
 /* Called when this process drops its last descriptor of a socket that has

@@ -20,6 +20,7 @@
 
 _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS];
 _Atomic int vs_poll_fds[ARENA_MAX_SLOTS];
+_Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS];
 void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
 
 int vs_restartable(void)
@@ -120,7 +121,7 @@ _Atomic uint32_t vs_busy[ARENA_MAX_SLOTS];
 static uint32_t vs_gone_gen[ARENA_MAX_SLOTS];
 static uint8_t vs_gone_abort[ARENA_MAX_SLOTS];
 
-static int release(uint32_t slot, uint32_t gen, int abort);
+static int release(uint32_t slot, uint32_t gen, int abort, int late);
 
 void vs_fork_child(void)
 {
@@ -136,7 +137,7 @@ void vs_release_waited(uint32_t slot)
 {
 	uint32_t gone = VS_BUSY_GONE;
 	if (atomic_compare_exchange_strong(&vs_busy[slot], &gone, 0))
-		release(slot, vs_gone_gen[slot], vs_gone_abort[slot]);
+		release(slot, vs_gone_gen[slot], vs_gone_abort[slot], 1);
 }
 
 static int unref(uint32_t slot, uint32_t gen, int abort)
@@ -152,14 +153,14 @@ static int unref(uint32_t slot, uint32_t gen, int abort)
 		return 1;
 	if (!atomic_compare_exchange_strong(&vs_busy[slot], &gone, 0))
 		return 1; /* a call came and went: it released it */
-	return release(slot, gen, abort);
+	return release(slot, gen, abort, 0);
 }
 
-static int release(uint32_t slot, uint32_t gen, int abort)
+static int release(uint32_t slot, uint32_t gen, int abort, int late)
 {
 	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
-	int ret, pf;
+	int ret, pf, self = atomic_load(&vs_poll_selfs[slot]);
 	if (!atomic_load(&vs_poll_fds[slot])) {
 		/* nothing to learn from the answer: ask for none (the hub handles
 		 * this process's requests in order, so later ones see it done) */
@@ -168,11 +169,17 @@ static int release(uint32_t slot, uint32_t gen, int abort)
 	}
 	ret = cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status ? r.status : 1;
 	pf = atomic_exchange(&vs_poll_fds[slot], 0);
+	atomic_store(&vs_poll_selfs[slot], 0);
 	if (pf) {
-		/* gen 1 in the reply: no process holds the socket any more */
+		/* gen 1 in the reply: no process holds the socket any more, so
+		 * the epoll sets forget it (the hub's copy would keep them
+		 * waiting on it).  The program's own descriptor (self) it closes
+		 * itself, after this; once it did (late), its number may name
+		 * another file already, and is left alone. */
 		if (vs_poll_forget)
-			vs_poll_forget(slot, pf - 1, ret == 1 && r.gen == 1);
-		sys_close(pf - 1);
+			vs_poll_forget(slot, pf - 1, ret == 1 && r.gen == 1 && !(self && late));
+		if (!self)
+			sys_close(pf - 1);
 	}
 	return ret;
 }
@@ -190,6 +197,11 @@ int vs_unref_abort(uint32_t slot, uint32_t gen)
 int vs_held(uint32_t slot)
 {
 	return slot < ARENA_MAX_SLOTS && atomic_load(&vs_proc_refs[slot]);
+}
+
+uint32_t vs_nrefs(uint32_t slot)
+{
+	return slot < ARENA_MAX_SLOTS ? atomic_load(&vs_proc_refs[slot]) : 0;
 }
 
 void vs_exiting(int yes)

@@ -474,12 +474,22 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	return x.total ? (ssize_t)x.total : x.ret;
 }
 
-int vs_nread(uint32_t slot)
+static int ring_used(uint32_t slot, int tx)
 {
 	struct vring v;
-	if (vring_of(slot, cl_slot(slot), 0, &v) < 0)
+	if (vring_of(slot, cl_slot(slot), tx, &v) < 0)
 		return 0;
 	return (int)vring_used(&v);
+}
+
+int vs_nread(uint32_t slot)
+{
+	return ring_used(slot, 0);
+}
+
+int vs_nunsent(uint32_t slot)
+{
+	return ring_used(slot, 1);
 }
 
 /* ---- the calls: each holds the socket while it runs ---- */

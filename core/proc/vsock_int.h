@@ -22,6 +22,7 @@
 
 extern _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
 extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
+extern _Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
 
 /* Per slot: this process's send and recv calls in progress, and at
  * VS_BUSY_GONE a release (the last descriptor closed) that waits for them.

@@ -2,29 +2,65 @@
  * vsock_poll.c - readiness of arena slots (core/hub/ready.c has the whole story).
  *
  * A socket's readiness descriptor is asked of the hub the first time it is
- * polled; its true readiness is what its rings and flags say
- * (vs_poll_mask).  When the descriptor claimed more than is true, it is
+ * polled, and put in place of the program's descriptor when that is the
+ * process's only one of the socket (vs_poll_fd_onto), else kept at a high
+ * number of the library's; its true readiness is what its rings and flags
+ * say (vs_poll_mask).  When the descriptor claimed more than is true, it is
  * brought in line: emptied when the receive ring is, filled when the send
  * ring is full, and the hub told to look again.
  */
+#include <fcntl.h>
 #include <poll.h>
 
 #include "vsock_int.h"
 
-int vs_poll_fd(uint32_t slot, uint32_t gen)
+/* One descriptor this process keeps spare, so that it can take a
+ * readiness descriptor in at its descriptor limit (the kernel drops one
+ * it has no number for), as it took the socket in. */
+static _Atomic int vs_spare = -1;
+
+/* the spare again, once the number it gave up is free again (or at first) */
+static void spare_refill(void)
+{
+	int sp, none = -1;
+	if (atomic_load(&vs_spare) >= 0 ||
+	    (sp = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	sp = cl_hi_fd(sp);
+	if (!atomic_compare_exchange_strong(&vs_spare, &none, sp))
+		sys_close(sp);
+}
+
+/* The socket's readiness descriptor from the hub, at the lowest free
+ * number: 0, or -errno. */
+static int ask(uint32_t slot, uint32_t gen, int *fd)
 {
 	struct msg_req q = {.op = MSG_POLLFD, .slot = slot, .gen = gen};
 	struct msg_rep r;
+	int ret, sp;
+	spare_refill();
+	ret = cl_rpc_fd(&q, &r, fd);
+	if (ret == 0 && !r.status && *fd < 0 && (sp = atomic_exchange(&vs_spare, -1)) >= 0) {
+		sys_close(sp);
+		ret = cl_rpc_fd(&q, &r, fd);
+	}
+	if (ret < 0 || r.status || *fd < 0) {
+		if (*fd >= 0)
+			sys_close(*fd);
+		return ret < 0 ? ret : r.status ? r.status : -EMFILE;
+	}
+	return 0;
+}
+
+int vs_poll_fd(uint32_t slot, uint32_t gen)
+{
 	int fd, ret, none = 0;
 	if ((fd = atomic_load(&vs_poll_fds[slot])))
 		return fd - 1;
-	ret = cl_rpc_fd(&q, &r, &fd);
-	if (ret < 0 || r.status || fd < 0) {
-		if (fd >= 0)
-			sys_close(fd);
-		return ret < 0 ? ret : r.status ? r.status : -EBADF;
-	}
+	if ((ret = ask(slot, gen, &fd)) < 0)
+		return ret;
 	fd = cl_hi_fd(fd);
+	spare_refill();
 	/* two threads may have asked at once: the first one's stays */
 	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
 		sys_close(fd);
@@ -36,6 +72,67 @@ int vs_poll_fd(uint32_t slot, uint32_t gen)
 int vs_poll_fd_cached(uint32_t slot)
 {
 	return atomic_load(&vs_poll_fds[slot]) - 1;
+}
+
+int vs_poll_self(uint32_t slot)
+{
+	return atomic_load(&vs_poll_selfs[slot]);
+}
+
+/* fd takes pf's file, with its own close-on-exec flag */
+static int onto(int pf, int fd)
+{
+	int fl = sys_fcntl(fd, F_GETFD, 0);
+	return fl < 0 ? -1 : sys_dup3(pf, fd, (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+}
+
+int vs_poll_fd_onto(uint32_t slot, uint32_t gen, int fd, int *moved)
+{
+	int pf, ret, none = 0;
+	if ((pf = atomic_load(&vs_poll_fds[slot])))
+		return pf - 1;
+	if ((ret = ask(slot, gen, &pf)) < 0)
+		return ret;
+	if (onto(pf, fd) < 0) {
+		/* as before: a number of the library's */
+		pf = cl_hi_fd(pf);
+		if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, pf + 1)) {
+			sys_close(pf);
+			return none - 1;
+		}
+		return pf;
+	}
+	sys_close(pf);
+	spare_refill();
+	*moved = 1;
+	atomic_store(&vs_poll_selfs[slot], 1);
+	/* two threads may have asked at once: fd is the same file either way */
+	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
+		atomic_store(&vs_poll_selfs[slot], 0);
+		return none - 1;
+	}
+	return fd;
+}
+
+int vs_poll_move(uint32_t slot, int fd)
+{
+	int pf = atomic_load(&vs_poll_fds[slot]) - 1;
+	if (pf < 0 || atomic_load(&vs_poll_selfs[slot]) || onto(pf, fd) < 0)
+		return -1;
+	atomic_store(&vs_poll_selfs[slot], 1);
+	atomic_store(&vs_poll_fds[slot], fd + 1);
+	return pf;
+}
+
+void vs_poll_unself(uint32_t slot, int fd)
+{
+	int hi;
+	if (!atomic_load(&vs_poll_selfs[slot]) || atomic_load(&vs_poll_fds[slot]) != fd + 1)
+		return;
+	/* at the descriptor limit: without one, the readiness goes with fd */
+	hi = cl_hi_fd(sys_fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	atomic_store(&vs_poll_fds[slot], hi + 1);
+	atomic_store(&vs_poll_selfs[slot], 0);
 }
 
 static uint64_t tx_space(uint32_t slot, struct arena_slot *as)
@@ -94,7 +191,7 @@ void vs_rx_settle(uint32_t slot, struct arena_slot *as)
 	if (fd < 0 || !atomic_load(&as->rx_sig))
 		return;
 	atomic_store(&as->rx_sig, 0);
-	while (sys_read(fd, b, sizeof(b)) == sizeof(b))
+	while (sys_recv_now(fd, b, sizeof(b)) == sizeof(b))
 		;
 	if (as->pair_seg) {
 		struct vring v;
@@ -118,7 +215,7 @@ void vs_tx_settle(uint32_t slot, struct arena_slot *as)
 	int fd = vs_poll_fds[slot] - 1;
 	if (fd < 0)
 		return;
-	while (sys_write(fd, junk, sizeof(junk)) > 0)
+	while (sys_send_now(fd, junk, sizeof(junk)) > 0)
 		;
 	atomic_store(&as->tx_blk, 1);
 	if (as->pair_seg) {

@@ -10,7 +10,7 @@
  * Who writes what (everything else in a slot is plain data written once by
  * the hub before the slot is handed out):
  *   process: tx.tail, rx.head, pending_ops, doorbell bits, waiters, flags
- *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks
+ *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks, opts
  *   both:    rx_sig, tx_blk (readiness hints, see core/hub/ready.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
  *            flags bits, addresses, ring geometry, pair_*, gen
@@ -30,7 +30,7 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 4
+#define ARENA_VERSION 5
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -63,6 +63,19 @@ enum slot_state {
 #define SLOTOP_CREDIT 0x2u   /* rx.head moved: return credit */
 #define SLOTOP_POLL   0x4u   /* readiness descriptor: look again (see rx_sig) */
 
+/* The socket options a program set on a connection, as the kernel would
+ * answer them back (preload/sockopt.c: its table says which bit and which
+ * value each option has).  Written and read by processes only; the hub
+ * clears them when it hands the slot out. */
+#define SLOT_OPT_INTS 12
+struct slot_opts {
+	_Atomic uint32_t set;      /* bit per option of the table: the program set it */
+	_Atomic uint32_t bools;    /* the values of the on/off ones */
+	int32_t ival[SLOT_OPT_INTS]; /* the values of the int ones */
+	int32_t linger[2];         /* SO_LINGER: l_onoff, l_linger */
+	int64_t tmo_us[2];         /* SO_RCVTIMEO, SO_SNDTIMEO, microseconds */
+};
+
 struct arena_slot {
 	_Atomic uint32_t wake_seq;    /* futex word: bumped by the hub on every event */
 	_Atomic uint32_t waiters;     /* threads sleeping on wake_seq */
@@ -90,7 +103,7 @@ struct arena_slot {
 	 * while it uses the ring's geometry and bytes; the hub sets rx_hold
 	 * (tx_hold), then moves the ring only if the process is not in */
 	_Atomic uint32_t rx_in, rx_hold, tx_in, tx_hold;
-	uint8_t pad[28];
+	struct slot_opts opts;
 } __attribute__((aligned(64)));
 
 struct arena_hdr {
