@@ -14,8 +14,11 @@
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct pfd *p = rs_of(fd);
-	if (!p)
-		return R(sendmsg)(fd, m, flags);
+	if (!p) {
+		int sent;
+		ssize_t r = m && m->msg_controllen ? rd_sendmsg(fd, m, flags, &sent) : (sent = 0);
+		return sent ? r : R(sendmsg)(fd, m, flags);
+	}
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;

@@ -176,6 +176,9 @@ PL_HIDDEN int rd_fd(int fd, struct pfd *p);
 PL_HIDDEN void rd_settled(int fd, struct pfd *p);
 PL_HIDDEN void rd_closing(int fd, const struct pfd *p);
 PL_HIDDEN int rd_unbecome(int fd, struct pfd *p);
+/* sendmsg passing descriptors: those that are readiness descriptors pass
+ * as kernel sockets that never connected (*sent 0: none, send m as is) */
+PL_HIDDEN ssize_t rd_sendmsg(int fd, const struct msghdr *m, int flags, int *sent);
 
 /* sockopt.c: the options set on fd's kernel socket go to its slot */
 PL_HIDDEN void so_carry(int fd, struct pfd *p);

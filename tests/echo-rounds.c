@@ -6,7 +6,7 @@
  * message of random size 1..MAXSIZE bytes (default and at most 64 KiB, so
  * that it always fits in flight) and reads the echo back, checking every
  * byte against the connection's deterministic stream.  Round 0 starts at
- * once; round K > 0 starts when the file GOFILE.K exists (at most 120 s),
+ * once; round K > 0 starts when the file GOFILE.K exists (at most 600 s),
  * or at once without -g.
  *
  * Prints "round K ok conns=N bytes=B" after each round (B: the bytes
@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-/* round K > 0 starts when GO.K exists (at most 120 s) */
+/* round K > 0 starts when GO.K exists (at most 600 s) */
 static void wait_go(const char *go, int r)
 {
 	char path[4096];
@@ -31,7 +31,7 @@ static void wait_go(const char *go, int r)
 	int waited = 0;
 	snprintf(path, sizeof(path), "%s.%d", go, r);
 	while (stat(path, &st) < 0) {
-		if (waited++ > 120 * 20)
+		if (waited++ > 600 * 20)
 			t_die("echo-rounds: %s never appeared", path);
 		usleep(50000);
 	}

@@ -1,5 +1,5 @@
 /*
- * respawn-server [-w WORKERS] [-b RINGBYTES] [-v] PORT
+ * respawn-server [-w WORKERS] [-b RINGBYTES] [-v] [-a] PORT
  *
  * A pre-fork echo server that keeps WORKERS workers alive: the master
  * listens on 0.0.0.0:PORT (SO_REUSEADDR; with -b, SO_RCVBUF and SO_SNDBUF
@@ -14,7 +14,8 @@
  *   end PID eof bytes=N      the client shut down its side (normal)
  *   end PID reset bytes=N    read or write failed with ECONNRESET or EPIPE
  *   end PID error ERR bytes=N
- * where N is the number of bytes echoed on that connection.
+ * where N is the number of bytes echoed on that connection.  With -a,
+ * every connection a worker accepts is printed as "conn PID".
  *
  * Runs until killed.  SIGTERM/SIGINT to the master end the whole process
  * group; workers also die with the master (PR_SET_PDEATHSIG).  Plain
@@ -30,7 +31,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-static int lfd = -1, verbose;
+static int lfd = -1, verbose, accepts;
 static pid_t master;
 
 static void on_term(int sig)
@@ -114,6 +115,8 @@ static void worker(void)
 			_exit(1);
 		}
 		pthread_t t;
+		if (accepts)
+			say("conn %d\n", getpid());
 		if (pthread_create(&t, &a, conn_thread, (void *)(intptr_t)fd)) {
 			fprintf(stderr, "respawn-server %d: pthread_create failed\n", getpid());
 			close(fd);
@@ -140,11 +143,12 @@ static pid_t spawn(void)
 int main(int argc, char **argv)
 {
 	int workers = 4, ring = 0, opt;
-	while ((opt = getopt(argc, argv, "w:b:v")) != -1) {
+	while ((opt = getopt(argc, argv, "w:b:va")) != -1) {
 		switch (opt) {
 		case 'w': workers = atoi(optarg); break;
 		case 'b': ring = atoi(optarg); break;
 		case 'v': verbose = 1; break;
+		case 'a': accepts = 1; break;
 		default: goto usage;
 		}
 	}
@@ -190,6 +194,6 @@ int main(int argc, char **argv)
 		say("respawn %d\n", spawn());
 	}
 usage:
-	fprintf(stderr, "usage: respawn-server [-w WORKERS] [-b RINGBYTES] [-v] PORT\n");
+	fprintf(stderr, "usage: respawn-server [-w WORKERS] [-b RINGBYTES] [-v] [-a] PORT\n");
 	return 2;
 }

@@ -1,5 +1,5 @@
 /*
- * soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE] [-R READY] HOST PORT
+ * soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE] [-R READY] [-S STOP] HOST PORT
  *
  * Keeps CONNS connections to an echo server busy for SECS seconds (or MS
  * milliseconds), one thread each.  A connection sends one message of random size (1..MAXSIZE,
@@ -16,7 +16,9 @@
  * connection: a byte that differs (corrupt), EOF before the whole echo
  * (lost: the connection ended without a reset), an extra byte, or any
  * other error.  With -R, the file READY is created once all CONNS
- * connections are up for the first time.
+ * connections are up for the first time; with -S, the time is up as soon
+ * as the file STOP exists too (a test that ends the run once it has done
+ * what it wanted in the middle of it).
  *
  * Prints at the end:
  *   soak-client PID: conns=N opened=O resets=R bytes=B msgs=M corrupt=0 lost=0 errors=0
@@ -41,13 +43,19 @@ static struct sockaddr_in dst;
 static struct timespec t0;
 static _Atomic uint64_t opened, resets, bytes, msgs, corrupt, lost, errors;
 static _Atomic int up;
-static const char *ready;
+static const char *ready, *stop;
 
 static double elapsed(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+/* the time is up: SECS passed, or the STOP file came */
+static int time_up(void)
+{
+	return elapsed() >= secs || (stop && access(stop, F_OK) == 0);
 }
 
 static int is_reset(int e)
@@ -106,7 +114,7 @@ static int echo_loop(int fd, int idx, uint64_t seed, uint64_t *rng, uint8_t *buf
 {
 	uint64_t pos = 0;
 	int again = 0;
-	while (elapsed() < secs) {
+	while (!time_up()) {
 		uint64_t r = t_splitmix(rng);
 		size_t size = 1 + (size_t)((r >> 8) % ((r & 3) ? maxsize : 64));
 		t_stream_fill(seed, pos, buf, size);
@@ -196,7 +204,7 @@ static void *conn_thread(void *arg)
 			close(fd);
 			continue;
 		}
-		if (elapsed() >= secs && !atomic_load(&corrupt) && !atomic_load(&lost))
+		if (time_up() && !atomic_load(&corrupt) && !atomic_load(&lost))
 			end_conn(fd, idx);
 		close(fd);
 		break;
@@ -209,7 +217,7 @@ static void *conn_thread(void *arg)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "c:t:T:s:m:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:T:s:m:R:S:")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 't': secs = atof(optarg); break;
@@ -217,6 +225,7 @@ int main(int argc, char **argv)
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'R': ready = optarg; break;
+		case 'S': stop = optarg; break;
 		default: goto usage;
 		}
 	}
@@ -247,6 +256,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	return corrupt || lost || errors ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE<=65536] [-R READY] HOST PORT\n");
+	fprintf(stderr, "usage: soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE<=65536] [-R READY] [-S STOP] HOST PORT\n");
 	return 2;
 }

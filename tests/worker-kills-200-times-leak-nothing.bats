@@ -15,6 +15,9 @@ KILLS=${RS_KILLS:-200}
 setup() {
 	rs_require respawn-server soak-client echo-rounds
 	rs_setup
+	# the hubs, the server and the held client outlive the kills on a slow
+	# machine too (rs_bg's default bound is 300 s)
+	RS_BG_TIMEOUT=900
 	rs_two_nodes
 }
 
@@ -42,12 +45,24 @@ held_accepted() {
 		(.holders | length) == 1)] | length == 3' >/dev/null
 }
 
-# A killable worker (a child of the master, not protected) that serves a
-# connection now.  Parsed with grep: a jq per poll would cost 0.1 s.
+# A killable worker (a child of the master, not protected) that accepted a
+# connection of this batch: the server's lines after line $mark (asking the
+# hub instead took up to a second a look on a loaded machine, and the
+# batch could be over by then).
+# In bash alone: the batch keeps both processors busy, and every process
+# the look started made it slower.
 pick_victim() {
-	rs_stat "$NS_A" | grep -o '"state":"established"[^}]*"holders":\[[0-9,]*\]' |
-		sed 's/.*"holders":\[\([0-9,]*\)\]/\1/' | tr ',' '\n' |
-		grep -vxF -f <(tr ' ' '\n' <<<"$protected") | grep -xF -f <(pgrep -P "$master") | head -n1
+	local l p ppid lines
+	mapfile -s "$mark" -t lines <"$RS_TMP/server.out"
+	for l in "${lines[@]}"; do
+		[[ $l == "conn "* ]] || continue
+		p=${l#conn }
+		[[ " $protected " == *" $p "* ]] && continue
+		read -r _ _ _ ppid _ <"/proc/$p/stat" 2>/dev/null && [[ $ppid == "$master" ]] || continue
+		echo "$p"
+		return 0
+	done
+	return 1
 }
 
 same_as_before() {
@@ -62,8 +77,8 @@ workers_whole() {
 	local port=7201 i n victim workers kills=0 resets=0 conns=0 bytes=0 o r b held x
 	local t0=$SECONDS pid out inflight=0
 	# shared with the helpers above
-	master= protected= shapeA= shapeB=
-	rs_bg server "$NS_A" --rshare "$RS_BIN/respawn-server" -w 6 $port
+	master= protected= shapeA= shapeB= mark=0
+	rs_bg server "$NS_A" --rshare "$RS_BIN/respawn-server" -w 6 -a $port
 	rs_wait_ready server
 	master=$(sed -n 's/^master //p' "$RS_TMP/server.out")
 	[[ -n $master ]]
@@ -83,13 +98,22 @@ workers_whole() {
 	shapeB=$(shape <"$RS_TMP/b0.json")
 
 	for ((i = 1; i <= KILLS; i++)); do
-		RS_BG_TIMEOUT=20 rs_bg c$i "$NS_B" --rshare "$RS_BIN/soak-client" -c 4 -T 80 -m 4096 -s $((1000 + i)) \
-			$ADDR_A $port
+		# the batch runs until told to stop, once the kill is done: a batch
+		# of fixed time could be over before the test saw it on a slow
+		# machine
+		mark=$(wc -l <"$RS_TMP/server.out")
+		RS_BG_TIMEOUT=30 rs_bg c$i "$NS_B" --rshare nice -n 10 "$RS_BIN/soak-client" -c 4 -T 20000 -m 4096 -s $((1000 + i)) \
+			-R "$RS_TMP/up$i" -S "$RS_TMP/stop$i" $ADDR_A $port
 		pid=$RS_LASTPID
-		# a killable worker that serves this batch; any killable one if the
-		# batch is over (or not yet accepted) after 30 looks
+		for n in $(seq 500); do
+			[[ -e $RS_TMP/up$i ]] && break
+			sleep 0.02
+		done
+		# a killable worker that serves this batch; any killable one if
+		# protected workers serve all of it (one time in 16) or it is not
+		# accepted after 10 looks
 		victim=
-		for n in $(seq 30); do
+		for n in $(seq 10); do
 			victim=$(pick_victim) && [[ -n $victim ]] && break
 			sleep 0.02
 		done
@@ -102,13 +126,14 @@ workers_whole() {
 		[[ -n $victim ]] || rs_fail "kill $i: no worker to kill (children of $master: $(pgrep -P "$master" | xargs))"
 		kill -KILL "$victim" || rs_fail "kill $i: $victim is gone"
 		kills=$((kills + 1))
+		touch "$RS_TMP/stop$i"
 		wait "$pid" || rs_fail "batch $i: exit $?: $(cat "$RS_TMP/c$i.out" "$RS_TMP/c$i.err")"
 		out=$(cat "$RS_TMP/c$i.out")
 		[[ $out =~ conns=4\ opened=([0-9]+)\ resets=([0-9]+)\ bytes=([0-9]+)\ msgs=[0-9]+\ corrupt=0\ lost=0\ errors=0 ]] ||
 			rs_fail "batch $i: $out $(cat "$RS_TMP/c$i.err")"
 		o=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} b=${BASH_REMATCH[3]}
 		resets=$((resets + r)) conns=$((conns + o)) bytes=$((bytes + b))
-		rm -f "$RS_TMP/c$i".*
+		rm -f "$RS_TMP/c$i".* "$RS_TMP/up$i" "$RS_TMP/stop$i"
 		if ((i == KILLS / 2)); then
 			touch "$RS_TMP/go.1"
 			rs_wait_file "$RS_TMP/held.out" '^round 1 ok' 1 20

@@ -17,8 +17,9 @@
 #                     hub included (the hubs stay responsive at N)
 #   KiB/conn          (MemFree before - MemFree while held) / N: all the
 #                     memory the connections cost the machine, both ends
-#   shmem, slab       the same for Shmem (rshare's arenas are memfds) and
-#                     the kernel's slab (socket structures), KiB per conn
+#   shmem, slab, pt   the same for Shmem (rshare's arenas are memfds), the
+#                     kernel's slab (socket structures) and the page tables
+#                     (of the processes' mappings), KiB per conn
 #   hub RSS           the two hubs' resident memory, MiB, while held (their
 #                     keepers' too: forked, their pages mostly the hub's)
 #   hub CPU           the CPU time the two hubs spent on the row, s
@@ -105,7 +106,7 @@ hub_ticks() {
 }
 
 row() {
-	local sys=$1 n=$2 pre=() ports=() p i x per free0 shm0 slab0 t0 deadline lines
+	local sys=$1 n=$2 pre=() ports=() p i x per free0 shm0 slab0 pt0 t0 deadline lines
 	nodes
 	if [[ $sys == rshare ]]; then
 		pre=("$build/rshare" run --)
@@ -116,7 +117,7 @@ row() {
 	bg server "$A" "${pre[@]}" "$mc" server -w "$workers" "${ports[@]}"
 	sleep 1
 	sync
-	free0=$(mem MemFree) shm0=$(mem Shmem) slab0=$(slab) t0=$(hub_ticks)
+	free0=$(mem MemFree) shm0=$(mem Shmem) slab0=$(slab) pt0=$(mem PageTables) t0=$(hub_ticks)
 	per=$((n / procs))
 	for ((i = 0; i < procs; i++)); do
 		bg "client$i" "$B" "${pre[@]}" "$mc" client -t -H -n "$per" $AA "${ports[@]}"
@@ -128,8 +129,8 @@ row() {
 		sleep 1
 	done
 	sleep 2
-	local free1 shm1 slab1 rss ticks opened=0 echoed=0 errs=0 omax=0 emax=0 first=none l
-	free1=$(mem MemFree) shm1=$(mem Shmem) slab1=$(slab) rss=$(hub_rss) ticks=$(($(hub_ticks) - t0))
+	local free1 shm1 slab1 pt1 rss ticks opened=0 echoed=0 errs=0 omax=0 emax=0 first=none l
+	free1=$(mem MemFree) shm1=$(mem Shmem) slab1=$(slab) pt1=$(mem PageTables) rss=$(hub_rss) ticks=$(($(hub_ticks) - t0))
 	for ((i = 0; i < procs; i++)); do
 		l=$(grep '^open=' "$tmp/client$i.out")
 		[[ $l =~ open=([0-9]+)\ echoed=([0-9]+)\ errors=([0-9]+)\ first=([A-Z0-9a-z]+)\ open_ms=([0-9]+)\ echo_ms=([0-9]+) ]] || {
@@ -156,10 +157,10 @@ row() {
 		lc=$(jq -r '[.links[].connections_total] | add // 0' <<<"$st" 2>/dev/null)
 		note="link carried ${lc:-?}, fell back ${fb:-?}"
 	fi
-	printf '| %s | %s | %s / %s | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %s %s |\n' \
+	printf '| %s | %s | %s / %s | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %s %s |\n' \
 		"$n" "$sys" "$opened" "$echoed" "$(bc -l <<<"$omax / 1000")" "$emax" "$one" \
 		"$(bc -l <<<"($free0 - $free1) / $n")" "$(bc -l <<<"($shm1 - $shm0) / $n")" \
-		"$(bc -l <<<"($slab1 - $slab0) / $n")" "$(bc -l <<<"$rss / 1024")" \
+		"$(bc -l <<<"($slab1 - $slab0) / $n")" "$(bc -l <<<"($pt1 - $pt0) / $n")" "$(bc -l <<<"$rss / 1024")" \
 		"$(bc -l <<<"$ticks / $(getconf CLK_TCK)")" "$([[ $first != none ]] && echo "first error $first;")" "$note"
 	for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
 	sleep 1
@@ -173,8 +174,8 @@ row() {
 
 command -v bc >/dev/null || die "needs bc"
 command -v jq >/dev/null || die "needs jq"
-echo "| N | system | opened / echoed | open s | echo ms | 1 more ms | KiB/conn | shmem | slab | hub RSS MiB | hub CPU s | notes |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| N | system | opened / echoed | open s | echo ms | 1 more ms | KiB/conn | shmem | slab | pt | hub RSS MiB | hub CPU s | notes |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for n in $ns_list; do
 	for sys in $systems; do
 		say "$sys, $n connections"
