@@ -97,7 +97,7 @@ $(B)/tests/%: tests/%.c $(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
 # installs what is missing first (tools/deps.sh: apt-get, as root)
 test:
 	bash tools/deps.sh
-	$(MAKE) all
+	$(MAKE) -j$$(nproc) all
 	bash tests/run
 
 clean:

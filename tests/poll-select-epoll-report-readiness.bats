@@ -41,10 +41,12 @@ run_checks() {
 	[[ $conns -gt 10 && $refused -ge 1 ]] || rs_fail "summary: $summary"
 }
 
-# the failed checks again, last, where bats shows them; then the verdict
+# the failed checks again, last, where bats shows them, and on the TAP
+# stream before the test's own line; then the verdict
 checks_passed() {
 	if [[ $checks_status -ne 0 ]]; then
 		grep '^not ok' <<<"$output" >&2 || true
+		grep '^not ok' <<<"$output" | sed 's/^/# failed check: /' >&3 || true
 		rs_fail "checks failed (exit $checks_status)"
 	fi
 }

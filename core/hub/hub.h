@@ -309,6 +309,10 @@ struct hub {
 	uint32_t nswitch_waiting;   /* of them, moves that wait for a process to step out */
 	uint32_t ntx_watch;         /* ... and full send rings of nonblocking writers watched */
 	uint64_t resize_ms;         /* the last idle look */
+	uint32_t look_at;           /* where a look that ran out of its round goes on */
+	int looking;                /* a look is under way (it takes several rounds) */
+	struct punch *punches;      /* idle rings found, to be punched in one batch (resize.c) */
+	uint32_t npunch;
 	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
@@ -346,6 +350,7 @@ void hub_batch_end(struct hub *h);                /* between batches of events *
 
 /* Append v to the growing array *a of *n entries (capacity *cap):
  * 0, or -ENOMEM (nothing changed then). */
+struct punch;
 static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 {
 	if (*n == *cap) {

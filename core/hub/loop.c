@@ -188,8 +188,9 @@ static void hub_loop(struct hub *h)
 		else
 			rang = rang_before_sleep(h);
 		/* a ring move that waits for a process to step out is tried
-		 * again soon, and a watched full ring looked at (resize.c) */
-		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
+		 * again soon, a watched full ring looked at, and a look at
+		 * idle rings that filled its batch goes on (resize.c) */
+		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin || h->looking ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0)

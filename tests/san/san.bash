@@ -101,8 +101,8 @@ san_pass() {
 	fi
 	echo "# sanitizer pass: make SAN=1 (build-san/), then the unit tests and ${#files[@]} bats files on it"
 	log=$(mktemp)
-	# one compile at a time, and nothing of an outer make's flags
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory SAN=1 all >"$log" 2>&1
+	# a compile per core, and nothing of an outer make's flags
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -j"$(nproc)" SAN=1 all >"$log" 2>&1
 	rc=$?
 	if ((rc != 0)); then
 		echo "not ok - make SAN=1$SAN_SUFFIX (exit $rc)"
