@@ -351,6 +351,23 @@ void hub_batch_end(struct hub *h);                /* between batches of events *
 /* Append v to the growing array *a of *n entries (capacity *cap):
  * 0, or -ENOMEM (nothing changed then). */
 struct punch;
+
+/* The gate of a ring (arena.h: rx_in/rx_hold, tx_in/tx_hold): the hub
+ * holds it to move or punch the ring, only while the process is not in. */
+static inline int gate_take(_Atomic uint32_t *in, _Atomic uint32_t *hold)
+{
+	atomic_store(hold, 1); /* seq_cst: before the load, as the process's store before its load */
+	if (!atomic_load(in))
+		return 1;
+	atomic_store_explicit(hold, 0, memory_order_release);
+	return 0;
+}
+
+static inline void gate_give(_Atomic uint32_t *hold)
+{
+	atomic_store_explicit(hold, 0, memory_order_release);
+}
+
 static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 {
 	if (*n == *cap) {
@@ -505,6 +522,11 @@ void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
 void hsock_tx_watch(struct hub *h, struct hsock *s); /* a nonblocking writer found its ring full */
 void hsock_touched(struct hub *h, struct hsock *s); /* data moved: punch its rings once idle */
+/* punch.c: idle rings' pages back, batched (called by resize.c's look) */
+void punch_rings(struct hub *h, struct hsock *s); /* s's two rings to the batch */
+void punch_pair(struct hub *h, struct hsock *s);  /* its same-node direction to the batch */
+int punch_full(const struct hub *h);              /* a batch to punch before more */
+void punch_flush(struct hub *h);                  /* punch the batch, give the gates back */
 void hub_ring_timers(struct hub *h);      /* moves that waited, rings of idle connections */
 /* route.c */
 void hub_route(struct hub *h, const struct xwc *wc);
