@@ -13,7 +13,7 @@ FUZZ=$ROOT/build/fuzz
 
 setup_file() {
 	command -v clang >/dev/null || return 0
-	make -s -C "$ROOT" fuzz-build >&2
+	make -s -j"$(nproc)" -C "$ROOT" fuzz-build >&2
 }
 
 fuzz_10s() {

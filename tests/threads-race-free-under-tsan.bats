@@ -85,8 +85,8 @@ tsan_clean() {
 	[[ $TSAN_CANNOT != link ]] ||
 		rs_fail "${CC:-cc} cannot link -fsanitize=thread (libtsan2; tools/deps.sh installs it):" \
 			"$(head -n 3 "$BATS_FILE_TMPDIR/t.err")"
-	# one compile at a time, and nothing of an outer make's flags
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "$ROOT" TSAN=1 \
+	# a compile per core, and nothing of an outer make's flags
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -j"$(nproc)" -C "$ROOT" TSAN=1 \
 		"${targets[@]#"$ROOT"/}" >"$RS_TMP/make.log" 2>&1 ||
 		{ tail -n 30 "$RS_TMP/make.log" >&2; rs_fail "make TSAN=1 failed"; }
 }
