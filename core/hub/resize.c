@@ -334,11 +334,15 @@ void hsock_rx_credited(struct hub *h, struct hsock *s)
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
 {
 	/* every write before the position came before this (the link
-	 * keeps order), and none after it */
-	const char *why = !s->rx_offered                                        ? "RING_ACK without RING"
-			  : c->val != s->rx_tail                                 ? "RING_ACK at another position"
+	 * keeps order), and none after it; but a socket closed meanwhile
+	 * (its holder died, say) drops what arrives (data.c, rx_check), so
+	 * its position tells nothing, and the link stays */
+	int dropping = s->closing || s->state == HS_LINGER || s->state == HS_CLOSED || !s->as;
+	const char *why = !s->rx_offered ? "RING_ACK without RING"
+			  : dropping     ? NULL
+			  : c->val != s->rx_tail ? "RING_ACK at another position"
 			  : s->rx_next_off && c->val > s->credit_sent + s->rx_next_size ? "RING_ACK beyond the new ring"
-										       : NULL;
+											 : NULL;
 	if (why) {
 		h->malformed++;
 		hub_link_fail(&l->x, why);
@@ -354,6 +358,8 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 		s->rx_next_off = s->rx_next_size = 0;
 		return;
 	}
+	if (dropping)
+		return; /* nobody reads: the new ring goes with the socket (hsock_rings_forget) */
 	s->rx_switch_at = c->val;
 	s->rx_switch = 1;
 	h->nswitch_waiting++;
