@@ -261,7 +261,12 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	 * answer, twice what was asked, as Linux reports it) */
 	if (level == SOL_SOCKET && *len >= sizeof(int) && (name == SO_RCVBUF || name == SO_SNDBUF) &&
 	    !(p->flags & (name == SO_RCVBUF ? PFD_RCVBUF_SET : PFD_SNDBUF_SET))) {
-		*(int *)val = (int)(name == SO_RCVBUF ? as->rx.size : as->tx.size);
+		uint32_t v = name == SO_RCVBUF ? as->rx.size : as->tx.size;
+		/* a ring that starts small where it is pinned (verbs) stands for
+		 * the kernel's default buffer it grows to at the first need */
+		if ((atomic_load(&as->flags) & SLOTF_SMALL) && v < ARENA_DEFAULT_RING)
+			v = ARENA_DEFAULT_RING;
+		*(int *)val = (int)v;
 		*len = sizeof(int);
 		return 0;
 	}

@@ -114,9 +114,13 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 		atomic_store(&s->as->state, SLOT_CONNECTING);
 		if (hpair_is_local(h, &d))
 			return local_connect(h, s, &d); /* its rings are in a pair segment */
+		s->link = link_for(h, &d);
+		s->rx_size = link_first_ring(s->link, s->rx_size, s->rx_fixed);
+		s->tx_size = link_first_ring(s->link, s->tx_size, s->tx_fixed);
 		if (hsock_rings_alloc(s) < 0)
 			return -ENOBUFS;
-		s->link = link_for(h, &d);
+		if (link_pins(s->link))
+			atomic_fetch_or(&s->as->flags, SLOTF_SMALL);
 		if (!s->link) {
 			/* no way to reach a hub there: the process uses kernel TCP */
 			s->state = HS_FALLBACK;
@@ -206,9 +210,12 @@ static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *
 static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct wire_ctl *c)
 {
 	struct wire_ctl a = {.op = CTL_ACCEPT, .dst = c->src};
-	struct hsock *s = hsock_new(h, ls->pool, ls->rx_size, ls->tx_size);
+	struct hsock *s = hsock_new(h, ls->pool, link_first_ring(l, ls->rx_size, ls->rx_fixed),
+				    link_first_ring(l, ls->tx_size, ls->tx_fixed));
 	if (s) {
 		s->link = l;
+		if (link_pins(l))
+			atomic_fetch_or(&s->as->flags, SLOTF_SMALL);
 		s->tx_fixed = ls->tx_fixed; /* the kernel's accepted sockets inherit SO_SNDBUF too */
 		s->rx_fixed = ls->rx_fixed;
 	}

@@ -152,7 +152,7 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 		*ret = -1;
 		return NULL;
 	}
-	if (s->state == HS_LINGER || s->closing || s->state == HS_CLOSED) {
+	if (hsock_drops_data(s)) {
 		/* data after our close: the kernel answers with RST */
 		if (s->state != HS_CLOSED)
 			hsock_send_reset(s);

@@ -58,7 +58,7 @@ struct keep_msg;
 
 #define HUB_UID_POOLS 1024      /* default uid_pools */
 #define HUB_UID_SOCKETS (1u << 20) /* default uid_sockets: as many as the hub has ids */
-#define POOL_CHUNK (4u << 20) /* unit of memory registration (verbs) */
+#define POOL_CHUNK (4u << 20) /* receive rings below such a boundary, send rings above */
 
 /* What one uid holds on this hub (pool.c), against the limits of
  * rshare.conf(5); kept while the hub runs (there are few uids). */
@@ -67,6 +67,12 @@ struct uid_use {
 	uint32_t pools, socks;
 	uint64_t bytes;               /* ring bytes its pools have allocated */
 	struct uid_use *next;
+};
+
+struct pool_mr {                  /* one ring registered on its own (verbs) */
+	uint64_t off, len;            /* 0: an empty entry */
+	struct xmr mr;
+	int idle;                     /* its ring is free, kept registered for the next */
 };
 
 struct pool {
@@ -79,9 +85,9 @@ struct pool {
 	struct arena_slot *slots;     /* the slot array, as the hub laid it out (never re-read) */
 	struct arena_alloc *rx_alloc; /* receive rings: the only remotely writable part */
 	struct arena_alloc *tx_alloc; /* send rings */
-	struct xmr *mrs;              /* per POOL_CHUNK, registered on first use */
-	uint8_t *mr_ok;
-	uint32_t nchunks;
+	struct pool_mr *mrs;          /* verbs: the registered rings, by offset (pool.c) */
+	uint32_t mr_cap, nmr;
+	uint64_t mr_idle_bytes;       /* of registrations kept for free rings */
 	uint32_t nprocs, nsocks;
 	uint32_t slot_hi;             /* slots at or above it were never used */
 	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
@@ -215,6 +221,7 @@ struct hsock {
 		rx_offered : 1,     /* a RING went out, its RING_ACK has not come */
 		rx_switch : 1,      /* the RING_ACK came: the new ring waits for the reader to step out */
 		rx_limited : 1,     /* the peer used all of its credit since the last one we sent */
+		abort_asked : 1,    /* a holder closed it with SO_LINGER 0 (request.c) */
 		rx_grew : 1,        /* the last epoch grew the ring: is it worth it? */
 		rx_nogrow : 1,      /* it was not: no more until the connection idles */
 		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
@@ -314,6 +321,7 @@ struct hub {
 	struct punch *punches;      /* idle rings found, to be punched in one batch (resize.c) */
 	uint32_t npunch;
 	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
+	uint64_t reg_bytes;  /* verbs: ring bytes registered now (pool.c) */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
 	int segs_dirty;             /* a pool or a pair went: sweep the segments */
@@ -391,10 +399,13 @@ struct pool *pool_new(struct hub *h, uid_t uid); /* NULL, errno EUSERS: the uid 
 int uid_limit(struct hub *h, struct uid_use *u, const char *what); /* log, count: -ENOBUFS */
 void pool_maybe_free(struct hub *h, struct pool *p);
 void pools_sweep(struct hub *h); /* pools without processes or sockets */
-/* Keys for [off, off+len) of a pool (registers its chunks on first use); 0 or -errno. */
+/* Keys for the ring [off, off+len) of a pool, registered on its own at the
+ * first call (remote: the peer may write it); 0 or -errno. */
 int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
 	      uint32_t *rkey);
-int pool_chunk_pinned(struct pool *p, uint64_t off);
+int pool_ring_pinned(struct pool *p, uint64_t off);     /* registered for a NIC */
+#define POOL_MR_IDLE (128u << 10) /* bytes of free rings a pool keeps registered */
+int pool_ring_freed(struct hub *h, struct pool *p, uint64_t off); /* 1: still registered */
 
 /* proc.c */
 int proc_hold(struct proc *pr, uint32_t sid);  /* 0 or -ENOMEM */
@@ -506,7 +517,27 @@ void hsock_tx(struct hub *h, struct hsock *s);
 void hsock_credit(struct hub *h, struct hsock *s);
 void hsock_shutdown_wr(struct hub *h, struct hsock *s);
 /* resize.c */
-/* Double s's send ring: the new size, or -errno. */
+/* A ring that a NIC uses is registered memory: on such a link (verbs) a
+ * ring the program did not size starts at RING_PINNED_HOME, its size when
+ * idle too, and grows to what the kernel's buffer would be the first time
+ * it is what holds the connection back; elsewhere a ring's home size is the
+ * kernel's default buffer (unused pages cost nothing there). */
+#define RING_PINNED_HOME ARENA_MIN_RING
+static inline int link_pins(const struct link *l)
+{
+	return l && !(l->x.xp->ops->flags & XP_POSITIONAL);
+}
+/* the size a ring of SIZE starts at on link L (FIXED: the program's) */
+static inline uint64_t link_first_ring(const struct link *l, uint64_t size, int fixed)
+{
+	return link_pins(l) && !fixed && size > RING_PINNED_HOME ? RING_PINNED_HOME : size;
+}
+/* the size s's rings go back to when idle */
+static inline uint64_t hsock_ring_home(const struct hsock *s)
+{
+	return link_pins(s->link) ? RING_PINNED_HOME : ARENA_DEFAULT_RING;
+}
+/* Grow s's send ring (to the home's default, then double): the new size, or -errno. */
 int hsock_tx_grow(struct hub *h, struct hsock *s);
 /* The old send ring goes once the writes posted from it completed. */
 void hsock_tx_old_done(struct hsock *s);
@@ -520,6 +551,12 @@ void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct 
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
+/* Closed by us (closing, lingering) or reset: what the peer still writes
+ * lands (verbs) but is dropped, and answered with RESET (data.c). */
+static inline int hsock_drops_data(const struct hsock *s)
+{
+	return s->state == HS_LINGER || s->closing || s->state == HS_CLOSED;
+}
 void hsock_tx_watch(struct hub *h, struct hsock *s); /* a nonblocking writer found its ring full */
 void hsock_touched(struct hub *h, struct hsock *s); /* data moved: punch its rings once idle */
 /* punch.c: idle rings' pages back, batched (called by resize.c's look) */

@@ -5,9 +5,14 @@
  * A pool is made by a process's HELLO and shared by its forked children;
  * its arena is a sparse memfd mapped by the hub and by every process of
  * the pool, laid out by arena_format() (arena_alloc.c).  Receive rings are
- * allocated below a POOL_CHUNK boundary, send rings above it, so that only
- * receive rings are ever registered remote-writable (verbs registers the
- * arena chunk by chunk, on first use: pool_keys).  The pool's eventfd is
+ * allocated below a POOL_CHUNK boundary, send rings above it.  On verbs
+ * each ring of a link's socket is registered on its own, while it is that
+ * socket's (pool_keys, pool_ring_freed): receive rings remote-writable,
+ * send rings for local access only, and nothing else of the arena, plus a
+ * few freed rings kept registered for the next connections; the pool finds
+ * a ring's registration by its offset in a small open-addressing table, so
+ * registered memory is what the sockets' rings hold now, not what the
+ * arena ever held.  The pool's eventfd is
  * the doorbell kick; the doorbells themselves are drained by the loop
  * (loop.c).  A pool without processes or sockets is swept between event
  * batches, never under a doorbell scan.
@@ -129,11 +134,8 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 			goto fail;
 		p->rx_alloc = arena_alloc_new(data, mid);
 		p->tx_alloc = arena_alloc_new(mid, p->bytes);
-		p->nchunks = (uint32_t)(p->bytes / POOL_CHUNK);
-		p->mrs = calloc(p->nchunks, sizeof(*p->mrs));
-		p->mr_ok = calloc(p->nchunks, 1);
 		p->slot_free = calloc(ARENA_MAX_SLOTS, sizeof(*p->slot_free));
-		if (!p->rx_alloc || !p->tx_alloc || !p->mrs || !p->mr_ok || !p->slot_free)
+		if (!p->rx_alloc || !p->tx_alloc || !p->slot_free)
 			goto fail;
 		arena_alloc_charge(p->rx_alloc, &u->bytes, h->lim_bytes);
 		arena_alloc_charge(p->tx_alloc, &u->bytes, h->lim_bytes);
@@ -158,8 +160,6 @@ fail:
 		close(p->evfd);
 	arena_alloc_free_all(p->rx_alloc);
 	arena_alloc_free_all(p->tx_alloc);
-	free(p->mrs);
-	free(p->mr_ok);
 	free(p->slot_free);
 	free(p);
 	errno = err;
@@ -187,15 +187,16 @@ void pools_sweep(struct hub *h)
 		p->use->pools--;
 		hub_unwatch(h, p->evfd);
 		close(p->evfd);
-		for (uint32_t c = 0; c < p->nchunks; c++)
-			if (p->mr_ok[c])
-				h->verbs.ops->dereg_mr(&h->verbs, &p->mrs[c]);
+		for (uint32_t i = 0; i < p->mr_cap; i++)
+			if (p->mrs[i].off) {
+				h->verbs.ops->dereg_mr(&h->verbs, &p->mrs[i].mr);
+				h->reg_bytes -= p->mrs[i].len;
+			}
 		close(p->memfd);
 		munmap(p->base, p->bytes);
 		arena_alloc_free_all(p->rx_alloc);
 		arena_alloc_free_all(p->tx_alloc);
 		free(p->mrs);
-		free(p->mr_ok);
 		free(p->slot_free);
 		log_info("pool %llu: gone", (unsigned long long)p->id);
 		free(p);
@@ -203,31 +204,148 @@ void pools_sweep(struct hub *h)
 	}
 }
 
-int pool_chunk_pinned(struct pool *p, uint64_t off)
+/* ---- the registered rings of a pool ----
+ * Open addressing on the ring's offset (never 0: the header comes first),
+ * linear probing, at most half full; a removal shifts the entries after
+ * it back, so that no search stops short. */
+
+static uint32_t mr_home(const struct pool *p, uint64_t off)
 {
-	uint64_t c = off / POOL_CHUNK;
-	return c < p->nchunks && p->mr_ok[c];
+	return (uint32_t)(((off >> 12) * 0x9e3779b97f4a7c15ull) >> 32) & (p->mr_cap - 1);
+}
+
+static struct pool_mr *mr_find(const struct pool *p, uint64_t off)
+{
+	if (!p->mr_cap)
+		return NULL;
+	for (uint32_t i = mr_home(p, off);; i = (i + 1) & (p->mr_cap - 1)) {
+		if (p->mrs[i].off == off)
+			return &p->mrs[i];
+		if (!p->mrs[i].off)
+			return NULL;
+	}
+}
+
+/* The empty entry where OFF goes (the table has room). */
+static struct pool_mr *mr_empty(struct pool *p, uint64_t off)
+{
+	uint32_t i = mr_home(p, off);
+	while (p->mrs[i].off)
+		i = (i + 1) & (p->mr_cap - 1);
+	return &p->mrs[i];
+}
+
+/* A new entry for OFF, the table grown first when half full; NULL: no memory. */
+static struct pool_mr *mr_put(struct pool *p, uint64_t off)
+{
+	struct pool_mr *e;
+	if ((p->nmr + 1) * 2 > p->mr_cap) {
+		struct pool_mr *old = p->mrs;
+		uint32_t ocap = p->mr_cap, cap = ocap ? ocap * 2 : 64;
+		struct pool_mr *t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		p->mrs = t;
+		p->mr_cap = cap;
+		for (uint32_t j = 0; j < ocap; j++)
+			if (old[j].off)
+				*mr_empty(p, old[j].off) = old[j];
+		free(old);
+	}
+	e = mr_empty(p, off);
+	e->off = off;
+	p->nmr++;
+	return e;
+}
+
+static void mr_remove(struct pool *p, struct pool_mr *e)
+{
+	uint32_t i = (uint32_t)(e - p->mrs), j = i, m = p->mr_cap - 1;
+	p->nmr--;
+	for (;;) {
+		p->mrs[i].off = 0;
+		for (;;) {
+			uint32_t k;
+			j = (j + 1) & m;
+			if (!p->mrs[j].off)
+				return;
+			k = mr_home(p, p->mrs[j].off);
+			/* j's entry may move to i unless its home lies in (i, j] */
+			if (i <= j ? (k <= i || k > j) : (k <= i && k > j))
+				break;
+		}
+		p->mrs[i] = p->mrs[j];
+		i = j;
+	}
+}
+
+int pool_ring_pinned(struct pool *p, uint64_t off)
+{
+	return mr_find(p, off) != NULL;
+}
+
+static void mr_drop(struct hub *h, struct pool *p, struct pool_mr *e)
+{
+	if (e->idle)
+		p->mr_idle_bytes -= e->len;
+	h->verbs.ops->dereg_mr(&h->verbs, &e->mr);
+	h->reg_bytes -= e->len;
+	mr_remove(p, e);
+}
+
+/* A ring of p at OFF is free again.  Its registration stays, idle, while
+ * the pool's idle registrations take at most POOL_MR_IDLE bytes: the
+ * allocator hands the same block out again for the next ring of that size
+ * (a free list per size, blocks never split or merged), whose connection
+ * then skips the registration, a system call that pins pages (the most
+ * of a connection's set-up on verbs).  1 when it stayed (its pages too). */
+int pool_ring_freed(struct hub *h, struct pool *p, uint64_t off)
+{
+	struct pool_mr *e = mr_find(p, off);
+	if (!e)
+		return 0;
+	if (!e->idle && p->mr_idle_bytes + e->len <= POOL_MR_IDLE) {
+		e->idle = 1;
+		p->mr_idle_bytes += e->len;
+		return 1;
+	}
+	mr_drop(h, p, e);
+	return 0;
 }
 
 int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,
 	      uint32_t *rkey)
 {
-	uint64_t c = off / POOL_CHUNK;
+	struct pool_mr *e;
 	if (!len) {
 		*lkey = *rkey = 0;
 		return 0;
 	}
-	if (c >= p->nchunks || (off + len - 1) / POOL_CHUNK != c)
+	if (!off || off + len > p->bytes)
 		return -EINVAL;
 	if (!h->verbs.up)
 		return -ENODEV;
-	if (!p->mr_ok[c]) {
-		if (h->verbs.ops->reg_mr(&h->verbs, arena_bytes(p->base, c * POOL_CHUNK), POOL_CHUNK, remote,
-					 &p->mrs[c]) < 0)
-			return -EIO;
-		p->mr_ok[c] = 1;
+	if ((e = mr_find(p, off)) && e->len != len) {
+		mr_drop(h, p, e); /* cannot be (blocks keep their size): anew */
+		e = NULL;
 	}
-	*lkey = p->mrs[c].lkey;
-	*rkey = p->mrs[c].rkey;
+	if (e && e->idle) {
+		e->idle = 0;
+		p->mr_idle_bytes -= e->len;
+	}
+	if (!e) {
+		struct xmr mr;
+		if (h->verbs.ops->reg_mr(&h->verbs, arena_bytes(p->base, off), len, remote, &mr) < 0)
+			return -EIO;
+		if (!(e = mr_put(p, off))) {
+			h->verbs.ops->dereg_mr(&h->verbs, &mr);
+			return -ENOMEM;
+		}
+		e->mr = mr;
+		e->len = len;
+		h->reg_bytes += len;
+	}
+	*lkey = e->mr.lkey;
+	*rkey = e->mr.rkey;
 	return 0;
 }

@@ -101,7 +101,7 @@ static void ring_punch(struct hub *h, struct hsock *s, int kind, uint64_t off, u
 		       _Atomic uint32_t *hold)
 {
 	struct punch *e;
-	if (!off || pool_chunk_pinned(s->pool, off) || !(e = punch_add(h, s, kind, s->pool->memfd, off, size))) {
+	if (!off || pool_ring_pinned(s->pool, off) || !(e = punch_add(h, s, kind, s->pool->memfd, off, size))) {
 		gate_give(hold);
 		return;
 	}

@@ -3,8 +3,11 @@
  * send rings that grow under a writer whose reader stalled (blocked in
  * send, or waiting in poll for room), receive rings that grow
  * when the credit is what holds a connection back, both back to their
- * first size when the connection idles, and the exchange that makes the
- * sender's credit follow the receiver's ring.
+ * home size when the connection idles, and the exchange that makes the
+ * sender's credit follow the receiver's ring.  A ring's home size is the
+ * kernel's default buffer, except on verbs, where rings are registered
+ * memory: there a ring starts small and goes to the default at its first
+ * need, full or out of credit, stalled reader or not (hsock_ring_home).
  *
  * A ring keeps its stream positions when it moves: the bytes still in it
  * are copied to the new ring at the same positions, and only its place
@@ -40,8 +43,8 @@
 /* an idle connection: nothing moved for this long, its rings go back */
 #define RESIZE_IDLE_MS 1000
 
-/* the sockets the timers look at (the process's side of a move: the gate
- * words, hub.h) */
+/* s onto the list that the ring timers walk (hub_ring_timers): a ring
+ * above its home size, or a move or watch under way (resized_keep) */
 static void resized_add(struct hub *h, struct hsock *s)
 {
 	if (!s->on_resized && sid_push(&h->resized, &h->nresized, &h->resized_cap, s->sid) == 0)
@@ -90,7 +93,7 @@ static void tx_place(struct hsock *s, uint64_t off, uint64_t size, uint32_t lkey
 
 int hsock_tx_grow(struct hub *h, struct hsock *s)
 {
-	uint64_t size = s->tx_size * 2, off, tail;
+	uint64_t size = s->tx_size < ARENA_DEFAULT_RING ? ARENA_DEFAULT_RING : s->tx_size * 2, off, tail;
 	uint32_t lkey = s->tx_lkey;
 	int r;
 	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
@@ -131,7 +134,7 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
  * flight, and no writer in it. */
 static void tx_shrink(struct hub *h, struct hsock *s)
 {
-	uint64_t off, size = ARENA_DEFAULT_RING;
+	uint64_t off, size = hsock_ring_home(s);
 	uint32_t lkey = s->tx_lkey;
 	if (s->tx_size <= size || s->tx_fixed || s->tx_old_size || s->fin_pending ||
 	    s->tx_posted != s->tx_done || ring_load(&s->as->tx.tail) != s->tx_done)
@@ -186,12 +189,15 @@ static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
 {
 	int r;
 	uint64_t head = s->as ? tx_head(s) : 0;
-	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) || head != s->tx_watch_head ||
-	    ring_load(&hsock_ring(s, 1)->tail) - head < s->tx_size) {
+	/* a ring below the kernel's default (verbs starts small) grows at
+	 * once, stalled reader or not */
+	int small = s->tx_size < ARENA_DEFAULT_RING;
+	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) ||
+	    (!small && (head != s->tx_watch_head || ring_load(&hsock_ring(s, 1)->tail) - head < s->tx_size))) {
 		watch_end(h, s); /* writable again, or its reader reads: not stalled */
 		return;
 	}
-	if (now - s->tx_watch_ms < TX_STALL_MS || !gate_take(&s->as->tx_in, &s->as->tx_hold))
+	if ((!small && now - s->tx_watch_ms < TX_STALL_MS) || !gate_take(&s->as->tx_in, &s->as->tx_hold))
 		return;
 	r = hsock_tx_grow(h, s); /* on the same node with the reader in or not (pair.c) */
 	gate_give(&s->as->tx_hold);
@@ -238,7 +244,7 @@ static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
 	as->rx.off = s->rx_off;
 	__atomic_store_n(&as->rx.size, s->rx_size, __ATOMIC_RELEASE);
 	gate_give(&as->rx_hold);
-	if (s->rx_size > ARENA_DEFAULT_RING)
+	if (s->rx_size > hsock_ring_home(s))
 		resized_add(h, s);
 	log_debug("socket %u: receive ring now %llu bytes", s->sid, (unsigned long long)s->rx_size);
 	return 1;
@@ -311,6 +317,13 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 void hsock_rx_credited(struct hub *h, struct hsock *s)
 {
 	uint64_t head = ring_load(&s->as->rx.head), now, rate;
+	if (s->rx_limited && s->rx_size < ARENA_DEFAULT_RING && ARENA_DEFAULT_RING <= h->rx_max) {
+		/* a ring below the kernel's default (verbs: it starts small) goes
+		 * there the first time the peer ran out of credit */
+		s->rx_limited = 0;
+		rx_offer(h, s, ARENA_DEFAULT_RING);
+		return;
+	}
 	if (s->rx_limited && s->rx_tail - head <= s->rx_size / 2)
 		s->rx_hits++;
 	s->rx_limited = 0;
@@ -337,7 +350,7 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 	 * keeps order), and none after it; but a socket closed meanwhile
 	 * (its holder died, say) drops what arrives (data.c, rx_check), so
 	 * its position tells nothing, and the link stays */
-	int dropping = s->closing || s->state == HS_LINGER || s->state == HS_CLOSED || !s->as;
+	int dropping = hsock_drops_data(s) || !s->as;
 	const char *why = !s->rx_offered ? "RING_ACK without RING"
 			  : dropping     ? NULL
 			  : c->val != s->rx_tail ? "RING_ACK at another position"
@@ -353,13 +366,11 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 		s->rx_room = s->rx_size;
 		return;
 	}
-	if (!s->as) { /* closed meanwhile: nothing to read any more */
-		hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
-		s->rx_next_off = s->rx_next_size = 0;
-		return;
-	}
+	/* nobody reads: the new ring goes with the socket (hsock_rings_forget),
+	 * once the peer writes no more (on verbs it may be writing there now,
+	 * and a ring no longer registered would cost the link) */
 	if (dropping)
-		return; /* nobody reads: the new ring goes with the socket (hsock_rings_forget) */
+		return;
 	s->rx_switch_at = c->val;
 	s->rx_switch = 1;
 	h->nswitch_waiting++;
@@ -462,8 +473,8 @@ static void idle_look(struct hub *h, struct hsock *s)
 		return;
 	}
 	s->rx_nogrow = 0; /* the next burst may try again */
-	if (s->rx_size > ARENA_DEFAULT_RING && ring_load(&s->as->rx.head) == s->rx_tail)
-		rx_offer(h, s, ARENA_DEFAULT_RING);
+	if (s->rx_size > hsock_ring_home(s) && ring_load(&s->as->rx.head) == s->rx_tail)
+		rx_offer(h, s, hsock_ring_home(s));
 	tx_shrink(h, s);
 	if (s->touched && s->rx_size <= ARENA_DEFAULT_RING && s->tx_size <= ARENA_DEFAULT_RING)
 		punch_rings(h, s);
@@ -479,8 +490,8 @@ static int resized_keep(const struct hsock *s)
 		return 1;
 	if (s->lp)
 		return (s->touched || s->lp->size[s->lside] > ARENA_DEFAULT_RING) && s->state == HS_ESTABLISHED;
-	return s->rx_switch || s->rx_offered || s->rx_size > ARENA_DEFAULT_RING || (s->touched && s->link) ||
-	       (s->tx_size > ARENA_DEFAULT_RING && !s->tx_fixed);
+	return s->rx_switch || s->rx_offered || s->rx_size > hsock_ring_home(s) || (s->touched && s->link) ||
+	       (s->tx_size > hsock_ring_home(s) && !s->tx_fixed);
 }
 
 void hub_ring_timers(struct hub *h)

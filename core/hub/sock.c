@@ -180,8 +180,9 @@ void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64
 {
 	if (!off)
 		return;
-	/* the pages go back to the system, unless pinned for a NIC */
-	if (!pool_chunk_pinned(p, off))
+	/* its registration (verbs) goes first, then the pages go back;
+	 * unless the pool keeps it for the next ring there (pool.c) */
+	if (!pool_ring_freed(the_hub, p, off))
 		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, size);
 	arena_release(a, off, size);
 }

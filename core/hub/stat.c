@@ -104,6 +104,15 @@ static uint64_t sock_bytes(struct hsock *x, int tx)
 	return tx ? x->bytes_tx : x->bytes_rx;
 }
 
+/* registered bytes of free rings, kept for the next ones (pool.c) */
+static uint64_t reg_idle(const struct hub *h)
+{
+	uint64_t n = 0;
+	for (const struct pool *p = h->pools; p; p = p->next)
+		n += p->mr_idle_bytes;
+	return n;
+}
+
 /* the hub and its counters */
 static void json_head(struct sb *s, struct hub *h)
 {
@@ -113,7 +122,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
-		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,"
+		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
@@ -122,7 +131,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
-		  (unsigned long long)h->rings_punched, h->keep_local, h->keep_kept, keepers_alive(h));
+		  (unsigned long long)h->rings_punched, (unsigned long long)h->reg_bytes,
+		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h));
 }
 
 /* "links": one object each */
@@ -225,9 +235,11 @@ static void text_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, nsegs(h));
-	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu\n",
+	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu, %llu bytes registered "
+		  "(%llu of them kept for free rings)\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,
-		  (unsigned long long)h->tx_shrunk);
+		  (unsigned long long)h->tx_shrunk, (unsigned long long)h->reg_bytes,
+		  (unsigned long long)reg_idle(h));
 	sb_printf(s, "refused: %llu processes (no descriptor left), %llu requests over a limit\n",
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);
 	sb_printf(s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up, "

@@ -266,7 +266,9 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
 	if (!x->nonblock && send_may_grow(x)) {
-		left = stall_left(x->slot, head);
+		/* a ring below the kernel's default (verbs starts small) grows
+		 * the first time it is full, stalled reader or not */
+		left = x->v.size < ARENA_DEFAULT_RING ? 0 : stall_left(x->slot, head);
 		if (!left && send_grow(x))
 			return 0;
 	}

@@ -62,9 +62,31 @@ static void q_push(struct vx *vx, const struct xwc *wc)
 static int post_srq(struct vx *vx, uint32_t i)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)(vx->rbufs + (size_t)i * WIRE_CTL_LEN),
-			      .length = WIRE_CTL_LEN, .lkey = vx->rmr->lkey};
+			      .length = WIRE_CTL_LEN, .lkey = vx->rmr[i / SRQ_BLOCK]->lkey};
 	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
 	return ibv_post_srq_recv(vx->srq, &wr, &bad);
+}
+
+/* The shared receive queue holds SRQ_BLOCK receives for each live link,
+ * up to SRQ_DEPTH: their buffers are registered memory, which a node with
+ * one peer should not pay for sixteen.  Blocks are added, never taken back
+ * (a link that comes back finds its block). */
+int verbs_srq_fit(struct vx *vx)
+{
+	uint32_t live = 0, b = vx->nblocks;
+	uint8_t *buf = vx->rbufs + (size_t)b * SRQ_BLOCK * WIRE_CTL_LEN;
+	for (struct vlink *vl = vx->links; vl; vl = vl->next)
+		live += !vl->closed;
+	if (b >= SRQ_DEPTH / SRQ_BLOCK || (b && live <= b))
+		return 0;
+	vx->rmr[b] = ibv_reg_mr(vx->pd, buf, (size_t)SRQ_BLOCK * WIRE_CTL_LEN, IBV_ACCESS_LOCAL_WRITE);
+	if (!vx->rmr[b])
+		return -1;
+	for (uint32_t i = b * SRQ_BLOCK; i < (b + 1) * SRQ_BLOCK; i++)
+		if (post_srq(vx, i))
+			return -1;
+	vx->nblocks++;
+	return 0;
 }
 
 static int fifo_push(struct vlink *vl, uint64_t wr_id, uint32_t len, enum xwc_op op)
@@ -234,7 +256,7 @@ static void on_wc(struct vx *vx, struct ibv_wc *w)
 {
 	int is_recv = w->opcode & IBV_WC_RECV;
 	struct vlink *vl = by_qpn(vx, w->qp_num);
-	if (is_recv && w->wr_id < SRQ_DEPTH && post_srq(vx, (uint32_t)w->wr_id))
+	if (is_recv && w->wr_id < (uint64_t)vx->nblocks * SRQ_BLOCK && post_srq(vx, (uint32_t)w->wr_id))
 		log_error("verbs: cannot refill the shared receive queue");
 	if (!vl || vl->closed)
 		return; /* left over from a link already gone */
@@ -366,12 +388,8 @@ static int verbs_init(struct xport *xp, struct hub *h, uint16_t port)
 	vx->rbufs = calloc(SRQ_DEPTH, WIRE_CTL_LEN);
 	if (!vx->cq || !vx->srq || !vx->rbufs)
 		return -1;
-	vx->rmr = ibv_reg_mr(vx->pd, vx->rbufs, (size_t)SRQ_DEPTH * WIRE_CTL_LEN, IBV_ACCESS_LOCAL_WRITE);
-	if (!vx->rmr)
+	if (verbs_srq_fit(vx) < 0)
 		return -1;
-	for (uint32_t i = 0; i < SRQ_DEPTH; i++)
-		if (post_srq(vx, i))
-			return -1;
 	vx->ch = rdma_create_event_channel();
 	if (!vx->ch)
 		return -1;

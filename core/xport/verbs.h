@@ -19,6 +19,7 @@
 #define CTRL_RESERVE 32
 #define SIGNAL_EVERY 16
 #define SRQ_DEPTH 4096
+#define SRQ_BLOCK 512 /* receives posted (and buffers registered) per live link */
 #define CQ_DEPTH 32768
 #define WR_CTL_BIT (1ull << 63)
 
@@ -67,8 +68,9 @@ struct vx {
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	struct ibv_srq *srq;
-	uint8_t *rbufs;
-	struct ibv_mr *rmr;
+	uint8_t *rbufs;          /* SRQ_DEPTH control buffers, SRQ_BLOCK at a time in use */
+	struct ibv_mr *rmr[SRQ_DEPTH / SRQ_BLOCK];
+	uint32_t nblocks;
 	struct hub_ev cm_ev, cq_ev;
 	struct xwc *q;
 	uint32_t q_head, q_n, q_cap;
@@ -90,6 +92,8 @@ static inline void fail(struct vlink *vl, const char *why)
 void verbs_cm_event(struct hub *h, struct hub_ev *ev, uint32_t events);
 int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
 void verbs_link_close(struct xlink *l);
+/* one more block of receives for a new link, up to SRQ_DEPTH: 0 or -1 */
+int verbs_srq_fit(struct vx *vx);
 /* free the records of closed links (not under a cm event) */
 void verbs_destroy_dead(struct vx *vx);
 

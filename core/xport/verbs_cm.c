@@ -73,6 +73,8 @@ static int make_qp(struct vx *vx, struct vlink *vl)
 			return err_neg();
 	}
 	vl->max_inline = a.cap.max_inline_data;
+	if (verbs_srq_fit(vx) < 0)
+		log_warn("verbs: cannot add receives for another link: %s", strerror(errno));
 	vl->info.qpn = vl->id->qp->qp_num;
 	vl->info.dev_port = vl->id->port_num;
 	snprintf(vl->info.dev, sizeof(vl->info.dev), "%s", ibv_get_device_name(vx->ctx->device));

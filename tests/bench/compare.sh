@@ -486,4 +486,6 @@ for n in "${notes[@]}"; do
 	echo "- $n"
 done
 ((failed)) && echo "- FAIL cells: the step failed; its error lines are on stderr."
+# what the hubs warned of, next to the failures
+((failed)) && grep -h 'warn\|error' "$tmp"/hub*.err 2>/dev/null | tail -n 20 | sed 's/^/compare: hub: /' >&2
 exit $failed

@@ -67,7 +67,11 @@ for i in 1 2 3 4; do
 	pids+=($!)
 	cpids[$i]=$!
 done
-for i in 1 2 3 4; do wait_line "$T/cl$i.out" '^done' 1 240 || nok "client $i verified its bytes: $(cat "$T/cl$i.err")"; done
+for i in 1 2 3 4; do
+	wait_line "$T/cl$i.out" '^done' 1 240 && continue
+	nok "client $i verified its bytes: $(tail -n 5 "$T/cl$i.err")"
+	stat_of hubB | jq -c '.sockets[] | select(.state != "listening")' | head -n 20 | sed 's/^/#   /'
+done
 stat_of hubA >"$T/a.json"
 stat_of hubB >"$T/b.json"
 qp1=$(rc_qps)
@@ -199,12 +203,18 @@ for i in 1 2 3 4; do
 	on hubB "$B/tests/echo-client" -c 32 -s $((40 + i)) -n 4 -m 65536 "$A_ADDR" 7400 >"$T/epc$i.out" 2>"$T/epc$i.err" &
 	epc[$i]=$!
 done
-for i in 1 2 3 4; do wait "${epc[$i]}"; done
+eprc=""
+for i in 1 2 3 4; do wait "${epc[$i]}"; eprc+=" $?"; done
 kill -TERM "$epm" 2>/dev/null
 wait_line "$T/ep.out" '^total ' 1 30
 ept=$(grep '^total ' "$T/ep.out")
 epv=$(cat "$T"/epc*.out | grep -c 'conns=32 verified=32 resets=0 errors=0')
 echo "# epoll workers over verbs: $ept"
+if ((epv != 4)); then
+	echo "# the clients' exit statuses:$eprc"
+	grep -H . "$T"/epc*.out "$T"/epc*.err | tail -n 20 | sed 's/^/#   /'
+	dmesg | tail -n 10 | sed 's/^/#   dmesg: /'
+fi
 check "32 epoll EXCLUSIVE workers over verbs: 128 connections verified ($epv of 4 clients), each accepted once" \
 	bash -c "[ $epv -eq 4 ] && [[ '$ept' == 'total workers=32 reported=32 accepted=128 closed=128 errors=0 open=0 '* ]]"
 
@@ -252,8 +262,9 @@ done
 # grows, then reads 64 MiB as fast as it can (its receive ring grows
 # where the credit held it back: the new ring's address and key reach
 # the peer in RING, and it writes there from the position of its
-# RING_ACK), then 10 s idle, in which both rings go back to 128 KiB (a
-# receive ring moves the same two-step way), then 1 MiB more.
+# RING_ACK), then 10 s idle, in which both rings go back to 4 KiB, their
+# size on verbs when idle (a receive ring moves the same two-step way), and
+# the hub's registered memory with them, then 1 MiB more.
 on hubA "$B/tests/ring-resize" server 7600 2 >"$T/rr-s.out" 2>"$T/rr-s.err" &
 rrs=$!
 pids+=($!)
@@ -264,14 +275,21 @@ wait_line "$T/rr-c.out" '^client sent' 1 120
 sleep 4 # of the 10 s idle: the rings went back after about 1 to 2 s
 rr_rx=$(stat_of hubA | jq '[.sockets[] | select(.state == "established")][0].rx_ring // 0')
 rr_tx=$(stat_of hubB | jq '[.sockets[] | select(.state == "established")][0].tx_ring // 0')
+stat_of hubA >"$T/rr-a.json"
+rr_reg=$(jq -r '"\(.counters.registered_bytes - .counters.registered_idle_bytes) \([.sockets[] | select(.state != "listening") | .rx_ring + .tx_ring] | add // 0)"' "$T/rr-a.json")
 wait "$rrc"; wait "$rrs"
 rr_a=$(stat_of hubA | jq -r '.counters | "\(.rx_rings_grown) \(.rx_rings_shrunk)"')
 rr_b=$(stat_of hubB | jq -r '.counters | "\(.tx_rings_grown) \(.tx_rings_shrunk)"')
 echo "# rings over verbs: receive grown/shrunk $rr_a, send grown/shrunk $rr_b; idle rx $rr_rx tx $rr_tx; $(cat "$T/rr-s.out" | tail -1)"
 check "rings over verbs: the blocked writer's send ring grew and every byte arrived in order" \
 	bash -c "grep -q 'bytes=68157440 verified=1' '$T/rr-s.out' && [ '${rr_b%% *}' -ge 1 ]"
-check "rings over verbs: both went back to 128 KiB while the connection idled ($rr_rx, $rr_tx)" \
-	test "$rr_rx" = 131072 -a "$rr_tx" = 131072
+check "rings over verbs: both went back to 4 KiB while the connection idled ($rr_rx, $rr_tx)" \
+	test "$rr_rx" = 4096 -a "$rr_tx" = 4096
+check "registered memory over verbs is the sockets' rings, no more (registered but for free rings kept, the rings: $rr_reg)" \
+	awk -v r="$rr_reg" 'BEGIN { n = split(r, a, " "); exit !(n == 2 && a[1] > 0 && a[1] <= a[2]) }'
+awk -v r="$rr_reg" 'BEGIN { n = split(r, a, " "); exit !(n == 2 && a[1] > 0 && a[1] <= a[2]) }' ||
+	jq -c '.counters | {registered_bytes, registered_idle_bytes}, (.sockets[] | {sid, state, pool, rx_ring, tx_ring, holders})' \
+		"$T/rr-a.json" 2>/dev/null | head -n 12 | sed 's/^/#   hub A: /'
 
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
@@ -313,5 +331,9 @@ check "after the peer hub restarted, new connections work over a new verbs link"
 	RSHARE_HUB_NAME=hubA '$B/rshare' stat --json | jq -e '[.links[] | select(.state == \"up\" and .transport == \"verbs\")] | length == 1' >/dev/null"
 
 echo "# hub A log (tail):"; tail -n 15 "$T/hubA.log" | sed 's/^/#   /'
+if ((fail)); then
+	echo "# what the hubs warned of:"
+	grep -h 'warn\|error' "$T/hubA.log" "$T/hubB.log" | tail -n 30 | sed 's/^/#   /'
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
