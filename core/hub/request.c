@@ -258,10 +258,15 @@ static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q,
 		return;
 	}
 	/* arg bit 1: SO_LINGER with a zero time, the connection is
-	 * reset; gen 1 in the reply: that was the last holder */
+	 * reset; gen 1 in the reply: that was the last holder.  The bit
+	 * is kept: the holders' releases come on their own channels, so a
+	 * close that came first in the program (the parent's, before its
+	 * child set SO_LINGER and closed too) may come last here, and the
+	 * kernel resets on the last close of a socket so set. */
+	s->abort_asked |= q->arg & 1;
 	if (--s->nholders == 0) {
 		r->rep.gen = 1;
-		hsock_release(h, s, q->arg & 1);
+		hsock_release(h, s, s->abort_asked);
 	}
 }
 
