@@ -9,7 +9,9 @@
  * client holds as many connections as kernel TCP would.  A socket the
  * program bound keeps its own port (the kernel reserved it); a second
  * connection with the same four addresses is refused, EADDRNOTAVAIL, as
- * the kernel refuses it.  The four-tuples in use are a hash set of socket
+ * the kernel refuses it, unless the program closed the first (the kernel
+ * gave its port out again: a closed connection lingering in the hub does
+ * not hold it).  The four-tuples in use are a hash set of socket
  * ids (open addressing, linear probing, backward-shift deletion, at most
  * half full), so a pick costs the same whatever the number of
  * connections; the candidates start after the last port given, skipping
@@ -124,8 +126,20 @@ int ports_claim(struct hub *h, struct hsock *s)
 	if (addr_port(&s->local)) {
 		tuple_of(s, &t);
 		i = ports_find(h, &t);
-		if (h->ports[i])
-			return -EADDRNOTAVAIL;
+		if (h->ports[i]) {
+			struct hsock *o = h->socks[h->ports[i]];
+			if (o && o->nholders)
+				return -EADDRNOTAVAIL;
+			/* the kernel gave the port out again, so the program
+			 * closed the connection that had it (its kernel socket
+			 * held the port); the hub only waits for the peer's last
+			 * word on it: the four addresses are the new one's */
+			if (o)
+				o->port_claimed = 0;
+			h->ports[i] = s->sid;
+			s->port_claimed = 1;
+			return 0;
+		}
 	} else {
 		ports_range(h);
 		n = (uint32_t)(h->port_hi - h->port_lo) + 1;
