@@ -1,40 +1,57 @@
 /*
- * exec.c - rshare sockets kept across exec.
+ * exec.c - rshare sockets kept across exec, and handed to new programs
+ * that other processes start (spawn.c: posix_spawn, system, popen; and a
+ * vfork child's exec).
  *
  * An rshare socket without close-on-exec survives exec into a program
  * that is preloaded too: the hub is told first (cl_exec_begin), and the
  * new program finds its sockets in RSHARE_EXEC (exec_adopt, run by the
  * constructor): the hub connection's descriptor, then for each kept
- * descriptor ";fd,kind,family,slot,gen,evfd".  A program that is not
- * preloaded sees plain kernel sockets that never connected: every call on
- * them fails (ENOTCONN), nothing passes unseen.  When exec fails, what
- * was prepared is undone (exec_undo).  execv, execvp and the execl forms
- * go through execve and execvpe.
+ * descriptor ";fd,kind,family,slot,gen,evfd,ino,self".  A program that is
+ * not preloaded sees plain kernel sockets that never connected: every
+ * call on them fails (ENOTCONN), nothing passes unseen.  When exec fails,
+ * what was prepared is undone (exec_undo).  execv, execvp and the execl
+ * forms go through execve and execvpe.
+ *
+ * A new program that another process starts (spawn mode) is the same but
+ * for three things: the starter goes on, so nothing of its own changes
+ * (its readiness descriptors stay, it is not exiting); the list names
+ * close-on-exec descriptors too (up to EXEC_SPAWN_ALL of them), as the
+ * starter's file actions may make them survive at another number; and the
+ * new program finds each by the inode of its kernel object (ino) wherever
+ * it is, turns a readiness descriptor (self) back into a kernel socket,
+ * and gives back to the hub what it did not get.
  */
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "preload.h"
 
 extern char **environ;
 
-struct exec_undo {
-	int ctl;
-	char **env;
-	int nev, ev[64];
-};
+#define EXEC_SPAWN_ALL 256
 
-/* Mark in keep the slots of the rshare descriptors below max that survive
- * exec (*nkeep of them); the number of rshare descriptors. */
-static unsigned exec_mark_kept(unsigned max, uint8_t *keep, unsigned *nkeep)
+/* Does descriptor fd go in the list?  Those without close-on-exec, and in
+ * spawn mode all, when there are not too many (all: 1). */
+static int exec_listed(unsigned fd, int all)
+{
+	return pfd_tab[fd].kind >= FD_RS && (all || !(R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC));
+}
+
+/* Mark in keep the slots of the rshare descriptors below max that go in
+ * the list (*nkeep of them); the number of rshare descriptors.  *all: in
+ * spawn mode, whether the list names them all. */
+static unsigned exec_mark_kept(unsigned max, uint8_t *keep, unsigned *nkeep, int spawn, int *all)
 {
 	unsigned n = 0;
 	memset(keep, 0, ARENA_MAX_SLOTS);
 	for (unsigned fd = 0; fd < max; fd++)
-		if (pfd_tab[fd].kind >= FD_RS) {
-			n++;
-			if (!(R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC))
-				keep[pfd_tab[fd].slot] = 1, (*nkeep)++;
-		}
+		n += pfd_tab[fd].kind >= FD_RS;
+	*all = spawn && n <= EXEC_SPAWN_ALL;
+	for (unsigned fd = 0; fd < max; fd++)
+		if (exec_listed(fd, *all))
+			keep[pfd_tab[fd].slot] = 1, (*nkeep)++;
 	return n;
 }
 
@@ -67,25 +84,27 @@ static unsigned exec_dropped(const uint8_t *keep, uint32_t *dslot, uint32_t *dge
 	return ndrop;
 }
 
-/* RSHARE_EXEC=...: the kept descriptors below max (nkeep of them), their
+/* RSHARE_EXEC=...: the listed descriptors below max (nkeep of them), their
  * listeners' wake-ups made to survive exec (into u->ev); NULL when out of
  * memory or room */
-static char *exec_list(struct exec_undo *u, unsigned max, unsigned nkeep)
+static char *exec_list(struct exec_undo *u, unsigned max, unsigned nkeep, int all)
 {
-	size_t len, cap = 64 + (size_t)nkeep * 64;
+	size_t len, cap = 64 + (size_t)nkeep * 96;
 	char *s = malloc(cap);
 	if (!s)
 		return NULL;
 	len = (size_t)snprintf(s, cap, "RSHARE_EXEC=%d", u->ctl);
 	for (unsigned fd = 0; fd < max; fd++) {
 		struct pfd *p = &pfd_tab[fd];
-		if (p->kind < FD_RS || (R(fcntl)((int)fd, F_GETFD) & FD_CLOEXEC))
+		struct stat st;
+		if (!exec_listed(fd, all) || fstat((int)fd, &st) < 0)
 			continue;
 		if (p->kind == FD_LISTEN && p->evfd >= 0 && u->nev < 64 &&
 		    sys_fcntl(p->evfd, F_SETFD, 0) == 0)
 			u->ev[u->nev++] = p->evfd;
-		len += (size_t)snprintf(s + len, cap - len, ";%u,%u,%u,%u,%u,%d", fd, p->kind, p->family,
-					p->slot, p->gen, p->evfd);
+		len += (size_t)snprintf(s + len, cap - len, ";%u,%u,%u,%u,%u,%d,%llu,%d", fd, p->kind,
+					p->family, p->slot, p->gen, p->evfd, (unsigned long long)st.st_ino,
+					!!(p->flags & PFD_SELF));
 		if (len >= cap) {
 			free(s);
 			return NULL;
@@ -124,43 +143,59 @@ static void exec_fail(struct exec_undo *u, char *s)
 	u->ctl = -1;
 }
 
-/* The environment to exec with when sockets survive (u: what to undo if
- * exec fails), or NULL: exec as asked. */
-static char **exec_prepare(char *const envp[], struct exec_undo *u)
+/* "RSHARE_EXEC=..." for a program about to start (u: what to undo if
+ * exec fails, or the starter's part to end once the program started),
+ * or NULL: exec as asked.  spawn: another process starts it (see above). */
+char *exec_prepare_list(struct exec_undo *u, int spawn)
 {
 	struct rlimit rl;
 	unsigned max = pfd_max, nkeep = 0, ndrop;
 	static uint32_t dslot[ARENA_MAX_SLOTS], dgen[ARENA_MAX_SLOTS];
 	static uint8_t keep[ARENA_MAX_SLOTS];
 	char *s;
+	int all;
 	u->ctl = -1;
 	u->env = NULL;
 	u->nev = 0;
+	u->spawn = spawn;
 	if (cl.attached <= 0 || !pfd_tab)
 		return NULL;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < max)
 		max = (unsigned)rl.rlim_cur;
-	if (!exec_mark_kept(max, keep, &nkeep))
+	if (!exec_mark_kept(max, keep, &nkeep, spawn, &all))
 		return NULL;
-	exec_unbecome(max, keep);
+	if (!spawn)
+		exec_unbecome(max, keep);
 	ndrop = exec_dropped(keep, dslot, dgen);
 	if (!nkeep || (u->ctl = cl_exec_begin(dslot, dgen, (int)ndrop)) < 0)
 		return NULL;
-	vs_exiting(1); /* close-on-exec sockets close as close() would */
-	s = exec_list(u, max, nkeep);
+	if (!spawn)
+		vs_exiting(1); /* close-on-exec sockets close as close() would */
+	if (!(s = exec_list(u, max, nkeep, all)))
+		exec_fail(u, NULL);
+	return s;
+}
+
+/* The environment to exec with when sockets survive, or NULL (as above) */
+char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn)
+{
+	char *s = exec_prepare_list(u, spawn);
 	if (s && exec_env(envp, s, u) == 0)
 		return u->env;
-	exec_fail(u, s);
+	if (s)
+		exec_fail(u, s);
 	return NULL;
 }
 
-/* exec failed: the connection goes, and with it what it held */
-static void exec_undo(struct exec_undo *u)
+/* exec failed, or (spawn mode) the program started: the starter's
+ * connection goes; what it held goes too unless the program took it */
+void exec_undo(struct exec_undo *u)
 {
 	int e = errno;
 	if (u->ctl >= 0) {
 		sys_close(u->ctl);
-		vs_exiting(0);
+		if (!u->spawn)
+			vs_exiting(0);
 	}
 	for (int i = 0; i < u->nev; i++)
 		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
@@ -173,10 +208,64 @@ static void exec_undo(struct exec_undo *u)
 	errno = e;
 }
 
-/* In the new program: take up the sockets the old one kept. */
+struct exec_ent {
+	unsigned fd, kind, family, slot, gen, self, found;
+	int evfd;
+	unsigned long long ino;
+};
+
+/* descriptor fd of the new program names the socket of e */
+static void exec_place(int fd, struct exec_ent *e)
+{
+	if ((unsigned)fd >= pfd_max || pfd_tab[fd].kind >= FD_RS)
+		return;
+	if (e->self) {
+		/* a readiness descriptor: a kernel socket again, as exec's */
+		int k = R(socket)((int)e->family, SOCK_STREAM | SOCK_CLOEXEC, 0), fl = R(fcntl)(fd, F_GETFD);
+		if (k >= 0) {
+			sys_dup3(k, fd, fl > 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+			R(close)(k);
+		}
+	}
+	pfd_set(&pfd_tab[fd], &(struct pfd){.kind = (uint8_t)e->kind, .family = (uint8_t)e->family,
+					 .slot = e->slot, .gen = e->gen, .evfd = e->evfd});
+	vs_ref(e->slot);
+	e->found = 1;
+}
+
+/* Each descriptor of this program whose kernel object is one the list
+ * names (by inode), wherever the starter's file actions put it. */
+static void exec_find(struct exec_ent *e, unsigned n)
+{
+	struct stat st;
+	struct dirent *d;
+	DIR *dir;
+	for (unsigned i = 0; i < n; i++)
+		if (fstat((int)e[i].fd, &st) == 0 && st.st_ino == e[i].ino)
+			exec_place((int)e[i].fd, &e[i]);
+	if (!(dir = opendir("/proc/self/fd")))
+		return;
+	while ((d = readdir(dir))) {
+		int fd = atoi(d->d_name);
+		if (d->d_name[0] < '0' || d->d_name[0] > '9' || fd == dirfd(dir) || fstat(fd, &st) < 0 ||
+		    !S_ISSOCK(st.st_mode))
+			continue;
+		for (unsigned i = 0; i < n; i++)
+			if (st.st_ino == e[i].ino) {
+				exec_place(fd, &e[i]);
+				break;
+			}
+	}
+	closedir(dir);
+}
+
+/* In the new program: take up the sockets the old one kept (or the
+ * starter handed on), and give back those that did not come. */
 void exec_adopt(void)
 {
-	const char *v = getenv("RSHARE_EXEC");
+	const char *v = getenv("RSHARE_EXEC"), *c;
+	struct exec_ent *e;
+	unsigned n = 0, cap = 0;
 	char *end;
 	long ctl;
 	if (!v)
@@ -186,26 +275,44 @@ void exec_adopt(void)
 		unsetenv("RSHARE_EXEC");
 		return;
 	}
-	while (*end == ';') {
-		unsigned fd, kind, family, slot, gen;
-		int evfd, used = 0;
-		if (sscanf(end + 1, "%u,%u,%u,%u,%u,%d%n", &fd, &kind, &family, &slot, &gen, &evfd, &used) != 6 ||
-		    fd >= pfd_max || slot >= ARENA_MAX_SLOTS || (kind != FD_RS && kind != FD_LISTEN))
+	for (c = end; *c; c++)
+		cap += *c == ';';
+	e = calloc(cap + 1, sizeof(*e));
+	while (e && *end == ';' && n < cap) {
+		struct exec_ent *x = &e[n];
+		int used = 0;
+		if (sscanf(end + 1, "%u,%u,%u,%u,%u,%d,%llu,%u%n", &x->fd, &x->kind, &x->family, &x->slot,
+			   &x->gen, &x->evfd, &x->ino, &x->self, &used) != 8 ||
+		    x->slot >= ARENA_MAX_SLOTS || (x->kind != FD_RS && x->kind != FD_LISTEN))
 			break;
 		end += 1 + used;
-		pfd_set(&pfd_tab[fd], &(struct pfd){.kind = (uint8_t)kind, .family = (uint8_t)family,
-						 .slot = slot, .gen = gen, .evfd = evfd});
-		if (kind == FD_LISTEN && evfd >= 0)
-			sys_fcntl(evfd, F_SETFD, FD_CLOEXEC);
-		vs_ref(slot);
+		if (x->kind == FD_LISTEN && x->evfd >= 0)
+			sys_fcntl(x->evfd, F_SETFD, FD_CLOEXEC);
+		n++;
 	}
+	if (e)
+		exec_find(e, n);
+	for (unsigned i = 0; e && i < n; i++)
+		if (!e[i].found && !vs_held(e[i].slot)) {
+			/* it did not come (closed, or close-on-exec): the hub's hold goes */
+			vs_ref(e[i].slot);
+			vs_unref(e[i].slot, e[i].gen);
+		}
+	free(e);
 	unsetenv("RSHARE_EXEC");
+}
+
+/* a vfork child (it shares its parent's memory): it execs as a program
+ * its parent starts */
+static int exec_spawned(void)
+{
+	return cl.attached > 0 && cl.pid && getpid() != cl.pid;
 }
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
-	char **env = exec_prepare(envp, &u);
+	char **env = exec_prepare(envp, &u, exec_spawned());
 	int r = R(execve)(path, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
@@ -214,7 +321,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
-	char **env = exec_prepare(envp, &u);
+	char **env = exec_prepare(envp, &u, exec_spawned());
 	int r = R(execvpe)(file, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
@@ -223,7 +330,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
-	char **env = exec_prepare(envp, &u);
+	char **env = exec_prepare(envp, &u, exec_spawned());
 	int r = R(fexecve)(fd, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;

@@ -16,7 +16,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct pfd *p = rs_of(fd);
 	if (!p) {
 		int sent;
-		ssize_t r = m && m->msg_controllen ? rd_sendmsg(fd, m, flags, &sent) : (sent = 0);
+		ssize_t r = m && m->msg_controllen ? pass_sendmsg(fd, m, flags, &sent) : (sent = 0);
 		return sent ? r : R(sendmsg)(fd, m, flags);
 	}
 	if (p->kind != FD_RS) {
@@ -106,8 +106,12 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct pfd *p = rs_of(fd);
 	ssize_t r;
-	if (!p)
-		return R(recvmsg)(fd, m, flags);
+	if (!p) {
+		r = R(recvmsg)(fd, m, flags);
+		if (r >= 0 && m && m->msg_controllen)
+			pass_received(m);
+		return r;
+	}
 	if (p->kind != FD_RS) {
 		errno = ENOTCONN;
 		return -1;

@@ -33,6 +33,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <spawn.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,7 +51,8 @@
 	X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(readv) X(writev) X(close) X(shutdown)      \
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
-	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve)
+	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
+	X(system) X(popen)
 
 PL_HIDDEN void *real_next(const char *name);
 
@@ -176,16 +178,28 @@ PL_HIDDEN int rd_fd(int fd, struct pfd *p);
 PL_HIDDEN void rd_settled(int fd, struct pfd *p);
 PL_HIDDEN void rd_closing(int fd, const struct pfd *p);
 PL_HIDDEN int rd_unbecome(int fd, struct pfd *p);
-/* sendmsg passing descriptors: those that are readiness descriptors pass
- * as kernel sockets that never connected (*sent 0: none, send m as is) */
-PL_HIDDEN ssize_t rd_sendmsg(int fd, const struct msghdr *m, int flags, int *sent);
+
+/* pass.c: sendmsg passing rshare descriptors, which go as tokens (*sent
+ * 0: it passes none, send m as is); the descriptors recvmsg took in */
+PL_HIDDEN ssize_t pass_sendmsg(int fd, const struct msghdr *m, int flags, int *sent);
+PL_HIDDEN void pass_received(const struct msghdr *m);
 
 /* sockopt.c: the options set on fd's kernel socket go to its slot */
 PL_HIDDEN void so_carry(int fd, struct pfd *p);
 /* SO_LINGER on with a zero time: a last close resets */
 PL_HIDDEN int so_abortive(int fd, const struct pfd *p);
 
-/* exec.c: in the new program, take up the sockets the old one kept */
+/* exec.c: in the new program, take up the sockets the old one kept; and
+ * before a program starts, what goes along (see exec.c), undone by
+ * exec_undo when the exec failed or (spawn) once the program started */
+struct exec_undo {
+	int ctl, spawn;
+	char **env;
+	int nev, ev[64];
+};
 PL_HIDDEN void exec_adopt(void);
+PL_HIDDEN char *exec_prepare_list(struct exec_undo *u, int spawn);
+PL_HIDDEN char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn);
+PL_HIDDEN void exec_undo(struct exec_undo *u);
 
 #endif

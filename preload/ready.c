@@ -22,8 +22,8 @@
  * readiness descriptor stays at a high number of the library's, as before.
  * Before an exec, kept descriptors become kernel sockets again
  * (rd_unbecome), and one passed to another process over a unix socket
- * passes as one (rd_sendmsg): a program that is not preloaded sees a
- * socket that never connected, never the hub's unix socket.
+ * has one stand in for it (pass.c): a program that is not preloaded sees
+ * a socket that never connected, never the hub's unix socket.
  */
 #include "preload.h"
 
@@ -93,59 +93,4 @@ int rd_unbecome(int fd, struct pfd *p)
 	R(close)(nfd);
 	p->flags &= (uint8_t)~PFD_SELF;
 	return 0;
-}
-
-/* Descriptors passed over a unix socket (SCM_RIGHTS) reach a process the
- * library knows nothing of: one that became its connection's readiness
- * descriptor is passed as a kernel socket that never connected, as it was
- * before it was polled, never as the hub's unix socket.  -1 with errno, or
- * what sendmsg returns; *sent 0 when m passes none (the caller sends it). */
-ssize_t rd_sendmsg(int fd, const struct msghdr *m, int flags, int *sent)
-{
-	struct msghdr c = *m;
-	struct cmsghdr *h;
-	int stand[64], n = 0;
-	ssize_t r;
-	*sent = 0;
-	for (h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {
-		int *v = (int *)CMSG_DATA(h), k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (int i = 0; i < k; i++) {
-			struct pfd *p = pfd_get(v[i]);
-			if (p && p->kind == FD_RS && (p->flags & PFD_SELF))
-				n++;
-		}
-	}
-	if (!n)
-		return 0;
-	*sent = 1;
-	if (!(c.msg_control = malloc(m->msg_controllen)))
-		return -1;
-	memcpy(c.msg_control, m->msg_control, m->msg_controllen);
-	n = 0;
-	for (h = CMSG_FIRSTHDR(&c); h; h = CMSG_NXTHDR(&c, h)) {
-		int *v = (int *)CMSG_DATA(h), k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (int i = 0; i < k && n < 64; i++) {
-			struct pfd *p = pfd_get(v[i]);
-			if (!p || p->kind != FD_RS || !(p->flags & PFD_SELF))
-				continue;
-			if ((stand[n] = R(socket)(p->family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-				r = -1;
-				goto out;
-			}
-			v[i] = stand[n++];
-		}
-	}
-	r = R(sendmsg)(fd, &c, flags);
-out:
-	for (int i = 0; i < n; i++) {
-		int e = errno;
-		R(close)(stand[i]);
-		errno = e;
-	}
-	free(c.msg_control);
-	return r;
 }

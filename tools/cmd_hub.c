@@ -2,7 +2,7 @@
  * cmd_hub.c - rshare hub start|stop|status, and starting the hub for
  * rshare run.
  *
- * The hub is started by the process side's spawner (spawn.h: a daemon in
+ * The hub is started by the process side's spawner (hub_spawn.h: a daemon in
  * its own session that is no child of ours); until it answers, its stderr
  * comes to us through a pipe, so that a hub that fails says why.  Stopping
  * is SIGTERM to the pid its STAT answer names, then waiting for it to go.
@@ -21,7 +21,7 @@
 #include "client.h"
 #include "cmd.h"
 #include "json.h"
-#include "spawn.h"
+#include "hub_spawn.h"
 
 struct hub_info {
 	long pid;

@@ -8,6 +8,7 @@
  *   test.c     a hub without sockets, for unit tests and fuzzers
  *   request.c  processes' connections and requests: one table by op
  *   proc.c     process records: sockets held, replies, tokens, death
+ *   pass.c     sockets in flight between processes (SCM_RIGHTS)
  *   stat.c     the `rshare stat` report
  *   route.c    completions and control messages from the transports
  *   link.c     links to peer hubs: made, accepted, up, failed, timers
@@ -54,7 +55,7 @@ struct hub;
 struct msg_req;
 struct msg_rep;
 struct keep_msg;
-
+struct punch;
 
 #define HUB_UID_POOLS 1024      /* default uid_pools */
 #define HUB_UID_SOCKETS (1u << 20) /* default uid_sockets: as many as the hub has ids */
@@ -93,6 +94,17 @@ struct pool {
 	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
 	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
 	struct pool *next;
+};
+
+#define HUB_PASSES_SHIFT 12
+#define HUB_PASSES_MAX (1u << HUB_PASSES_SHIFT)
+struct hpass {        /* a descriptor of an rshare socket in flight (pass.c) */
+	struct hub_ev ev;
+	uint32_t id;      /* its place in h->passes, and above that a count */
+	uint64_t secret;
+	uint32_t sid, gen; /* the socket, which it holds a reference on */
+	uid_t uid;        /* of the sender: only its uid may take it */
+	int hfd, ofd;     /* the token's other end; the descriptor passed */
 };
 
 struct proc {
@@ -256,8 +268,7 @@ struct hsock {
 	 * side 0 connected (sends on dir[0]), side 1 was accepted */
 	struct lpair *lp;
 	unsigned lside : 1;
-	/* stats */
-	uint64_t bytes_tx, bytes_rx, cq_send, cq_recv;
+	uint64_t bytes_tx, bytes_rx, cq_send, cq_recv; /* stats */
 };
 
 /* A process that holds readiness descriptors for the hub (keep.c). */
@@ -337,6 +348,8 @@ struct hub {
 	struct keeper *keepers[HUB_KEEPERS_MAX];
 	uint32_t nkeepers;
 	int keep_off;               /* pidfd_getfd is not there: no keepers */
+	struct hpass *passes[HUB_PASSES_MAX]; /* descriptors in flight (pass.c) */
+	uint32_t npasses, pass_next, pass_seq;
 	void **garbage;             /* freed after the current batch of events */
 	uint32_t ngarbage, garbage_cap;
 	volatile int stop;
@@ -356,10 +369,6 @@ uint32_t hub_mem_max(int tx);
 int hub_doorbells(struct hub *h, struct pool *p); /* drain one pool's; whether any rang */
 void hub_batch_end(struct hub *h);                /* between batches of events */
 
-/* Append v to the growing array *a of *n entries (capacity *cap):
- * 0, or -ENOMEM (nothing changed then). */
-struct punch;
-
 /* The gate of a ring (arena.h: rx_in/rx_hold, tx_in/tx_hold): the hub
  * holds it to move or punch the ring, only while the process is not in. */
 static inline int gate_take(_Atomic uint32_t *in, _Atomic uint32_t *hold)
@@ -376,6 +385,8 @@ static inline void gate_give(_Atomic uint32_t *hold)
 	atomic_store_explicit(hold, 0, memory_order_release);
 }
 
+/* Append v to the growing array *a of *n entries (capacity *cap):
+ * 0, or -ENOMEM (nothing changed then). */
 static inline int sid_push(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 {
 	if (*n == *cap) {
@@ -415,6 +426,10 @@ void proc_free(struct hub *h, struct proc *pr); /* its connection closed: it is 
 uint64_t proc_token(void);                      /* a new pool secret, never 0 */
 struct proc *proc_by_token(struct hub *h, uint64_t token);
 int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds); /* 0 or -errno */
+/* pass.c: a token for S's descriptor OFD (kept on success), sent by a
+ * process of UID, or -errno; the pass a token names, or NULL */
+int hpass_new(struct hub *h, struct hsock *s, uid_t uid, int ofd);
+struct hpass *hpass_find(struct hub *h, uint32_t id, uint64_t secret);
 /* request.c */
 void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd);
 void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events);      /* a request, or the end */

@@ -123,7 +123,7 @@ int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds)
 {
 	struct iovec iov = {.iov_base = (void *)rep, .iov_len = sizeof(*rep)};
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
 	ssize_t n;

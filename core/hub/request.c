@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -31,7 +32,8 @@
 /* A request being answered. */
 struct req {
 	struct msg_rep rep;
-	int fds[2], nfds;
+	int fds[4], nfds;
+	int closefd; /* a descriptor of the reply's that is the hub's no more: closed once sent */
 	int reply; /* 0: no reply goes out */
 	int rfd;   /* the descriptor that came with it; -1 once kept */
 	struct hsock *hold; /* the process holds it from now on */
@@ -113,12 +115,33 @@ static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, s
 	log_info("process %d: new pool %llu", (int)pr->pid, (unsigned long long)pr->pool->id);
 }
 
+/* the parent of process pid, as /proc says; 0 when it cannot be read */
+static pid_t ppid_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int fd, n, ppid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* pid (comm) state ppid: comm may hold anything but its last ')' */
+	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return ppid;
+}
+
 static void req_fork(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	struct proc *parent = proc_by_token(h, q->token);
 	/* only the parent itself may hand its pool on: its token (the
-	 * pool's secret), its pid and its uid, as the kernel saw them */
-	if (pr->pool || !parent || (parent->pid && parent->pid != pr->pid) || parent->uid != pr->uid) {
+	 * pool's secret), its pid and its uid, as the kernel saw them; or a
+	 * child of it that shares its memory (vfork), about to exec */
+	if (pr->pool || !parent || parent->uid != pr->uid ||
+	    (parent->pid && parent->pid != pr->pid && ppid_of(pr->pid) != parent->pid)) {
 		r->rep.status = -EPERM;
 		return;
 	}
@@ -270,6 +293,67 @@ static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q,
 	}
 }
 
+/* a socket's descriptor is about to go to another process: the token
+ * that goes in its place (pass.c) */
+static void req_pass(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
+	int t;
+	if (!s || !proc_holds(pr, s->sid) || r->rfd < 0) {
+		r->rep.status = -EBADF;
+		return;
+	}
+	t = hpass_new(h, s, pr->uid, r->rfd);
+	if (t < 0) {
+		r->rep.status = t;
+		return;
+	}
+	r->rfd = -1; /* the pass keeps it */
+	r->fds[0] = r->closefd = t;
+	r->nfds = 1;
+}
+
+/* a token came to this process: it holds the socket from now on, in its
+ * pool, which it joins if it had none; a process of another uid, or of
+ * another pool, gets nothing */
+static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	struct hpass *ps = hpass_find(h, q->slot, q->token);
+	struct hsock *s = ps ? h->socks[ps->sid] : NULL;
+	if (!s || s->gen != ps->gen) {
+		r->rep.status = -ENOENT;
+		return;
+	}
+	if (pr->uid != ps->uid || (pr->pool && pr->pool != s->pool)) {
+		r->rep.status = pr->uid != ps->uid ? -EPERM : -EXDEV;
+		return;
+	}
+	if (!proc_holds(pr, s->sid)) {
+		if (proc_hold(pr, s->sid) < 0) {
+			r->rep.status = -ENOMEM;
+			return;
+		}
+		s->nholders++;
+	}
+	/* the descriptor passed; the pool's, if it joins it; a listener's wake-up */
+	r->fds[r->nfds++] = ps->ofd;
+	if (!pr->pool) {
+		pr->pool = s->pool;
+		pr->pool->nprocs++;
+		pr->token = proc_token();
+		r->rep.flags |= MSG_ADOPT_JOINED;
+		r->nfds += pool_reply(pr, &r->rep, r->fds + 1);
+		log_info("process %d: joins pool %llu for a socket passed to it", (int)pr->pid,
+			 (unsigned long long)pr->pool->id);
+	}
+	if (s->state == HS_LISTENING && s->evfd >= 0) {
+		r->rep.flags |= MSG_ADOPT_LISTENER;
+		r->fds[r->nfds++] = s->evfd;
+	}
+	r->rep.slot = s->slot;
+	r->rep.gen = s->gen;
+}
+
 /* the send ring is full: a larger one (its size in rep.gen), or -errno */
 static void req_txgrow(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
@@ -343,11 +427,13 @@ static const struct {
 	[MSG_EXITING] = {0, req_exiting},
 	[MSG_PAIRFD] = {0, req_pairfd},
 	[MSG_TXGROW] = {0, req_txgrow},
+	[MSG_PASS] = {0, req_pass},
+	[MSG_ADOPT] = {1, req_adopt},
 };
 
 void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 {
-	struct req r = {.reply = 1, .rfd = rfd};
+	struct req r = {.reply = 1, .rfd = rfd, .closefd = -1};
 	int known = q->op < sizeof(req_ops) / sizeof(req_ops[0]), e;
 	if (!pr->pool && !(known && req_ops[q->op].no_pool))
 		r.rep.status = -EPROTO;
@@ -369,6 +455,8 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 		close(r.rfd);
 	if (r.reply && (e = proc_send_reply(pr->fd, &r.rep, r.fds, r.nfds)) < 0)
 		log_debug("process %d: reply lost: %s", (int)pr->pid, strerror(-e));
+	if (r.closefd >= 0)
+		close(r.closefd);
 }
 
 void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events)

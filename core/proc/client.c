@@ -2,7 +2,7 @@
  * client.c - a process's attachment to its hub and pool.
  *
  * On first need the process connects to the hub of its network namespace
- * (abstract unix socket), starting one if none answers (spawn.c), and asks
+ * (abstract unix socket), starting one if none answers (hub_spawn.c), and asks
  * for a new pool: the reply carries the arena memfd, mapped shared, and the
  * pool's eventfd.  Children inherit both through fork (handover.c).  Every
  * request goes over this process's one connection, cl.ctl_fd, one at a
@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "config.h"
-#include "spawn.h"
+#include "hub_spawn.h"
 #include "sys.h"
 
 struct cl_state cl = {.ctl_fd = -1, .evfd = -1};
@@ -73,7 +73,7 @@ int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds
 {
 	struct iovec iov = {.iov_base = q, .iov_len = sizeof(*q)};
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -158,6 +158,7 @@ int cl_map_pool(const struct msg_rep *rp, int *fds)
 	}
 	cl.arena_bytes = r.arena_bytes;
 	cl.pool_id = r.pool_id;
+	cl.pid = getpid();
 	{
 		const struct cfg *c = cfg_lib();
 		const char *e = getenv("RSHARE_SPIN_US");

@@ -22,6 +22,7 @@ struct cl_state {
 	void *arena;
 	uint64_t arena_bytes, pool_id, token;
 	int hi_fd;          /* our descriptors live at or above this */
+	pid_t pid;          /* the process that attached (a vfork child differs) */
 	uint64_t spin_ns;   /* how long a waiter spins before it sleeps (spin_us) */
 };
 extern struct cl_state cl;
@@ -39,6 +40,18 @@ void cl_init(void);                       /* fork handlers; call once */
  * taking it up (0, or -errno and the sockets are lost) */
 int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop);
 int cl_exec_adopt(int fd);
+/* Descriptor passing (SCM_RIGHTS): cl_pass gives the token to send in the
+ * place of FD, a descriptor of the socket (-errno: send FD as it is);
+ * cl_adopt takes the socket a token names (its id and secret, read from
+ * it) and fills in A: its slot, the descriptor passed, a listener's
+ * wake-up; -EPERM (another uid), -EXDEV (this process is in another
+ * pool), -ENOENT (no such token), -ENOTCONN (no hub). */
+struct cl_adopted {
+	uint32_t slot, gen;
+	int listener, fd, evfd;
+};
+int cl_pass(uint32_t slot, uint32_t gen, int fd);
+int cl_adopt(uint32_t id, uint64_t secret, struct cl_adopted *a);
 /* Make sure this process has a watch on its hub: a thread blocked on a
  * connection to the hub which, when the hub dies, marks the arena and
  * wakes every waiter of the pool. */

@@ -7,8 +7,10 @@
  * child takes that connection as its own and names its pid (MSG_CHILD).
  * So the hub knows every process, even one that dies before it touches a
  * socket.  Exec works the same way with a connection left open across it
- * (cl_exec_begin, cl_exec_adopt).  The watch is a thread blocked on one
- * more connection to the hub: when that ends, the hub is gone.
+ * (cl_exec_begin, cl_exec_adopt).  A descriptor passed over a unix
+ * socket goes as a token the hub gives (cl_pass, cl_adopt).  The watch is
+ * a thread blocked on one more connection to the hub: when that ends, the
+ * hub is gone.
  */
 #include "client_int.h"
 
@@ -58,6 +60,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	vs_fork_child();
+	cl.pid = getpid();
 	if (cl.attached > 0) {
 		struct msg_req q = {.op = MSG_CHILD, .pid = getpid()};
 		sys_close(cl.ctl_fd);
@@ -174,6 +177,75 @@ int cl_exec_adopt(int fd)
 	cl.ctl_fd = fd;
 	cl.attached = 1;
 	return 0;
+}
+
+/* ---- descriptors passed over a unix socket ----
+ * The sender asks for a token to send in its descriptor's place; the
+ * receiver shows the hub the token's name and gets the descriptor back
+ * (core/hub/pass.c).  A process that has no pool yet joins the socket's
+ * on a connection of its own, which becomes its connection to the hub. */
+int cl_pass(uint32_t slot, uint32_t gen, int fd)
+{
+	struct msg_req q = {.op = MSG_PASS, .slot = slot, .gen = gen};
+	struct msg_rep r;
+	int t = -1, ret;
+	if (cl.attached <= 0 || cl_hub_dead())
+		return -ENOTCONN;
+	pthread_mutex_lock(&cl_rpc_lock);
+	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, &q, &r, fd, &t, 1) : -ECONNRESET;
+	pthread_mutex_unlock(&cl_rpc_lock);
+	if (!ret && (r.status || t < 0)) {
+		if (t >= 0)
+			sys_close(t);
+		ret = r.status < 0 ? r.status : -EPROTO;
+	}
+	return ret < 0 ? ret : t;
+}
+
+int cl_adopt(uint32_t id, uint64_t secret, struct cl_adopted *a)
+{
+	struct msg_req q = {.op = MSG_ADOPT, .slot = id, .token = secret};
+	struct msg_rep r;
+	int fds[4] = {-1, -1, -1, -1}, fd = -1, ret, k = 1;
+	if (cl.attached < 0 || cl_hub_dead())
+		return -ENOTCONN;
+	pthread_mutex_lock(&cl_attach_lock);
+	pthread_mutex_lock(&cl_rpc_lock);
+	if (cl.attached > 0)
+		ret = cl_rpc_on(cl.ctl_fd, &q, &r, -1, fds, 4);
+	else if ((fd = cl_hub_connect()) < 0)
+		ret = fd;
+	else
+		ret = cl_rpc_on(fd, &q, &r, -1, fds, 4);
+	if (!ret && (r.status || fds[0] < 0))
+		ret = r.status < 0 ? r.status : -EPROTO;
+	if (!ret && (r.flags & MSG_ADOPT_JOINED) && fd >= 0) {
+		ret = cl_map_pool(&r, fds + 1);
+		fds[1] = fds[2] = -1;
+		k = 3;
+		if (!ret) {
+			cl.ctl_fd = fd;
+			cl.attached = 1;
+			fd = -1;
+		}
+	}
+	if (!ret) {
+		a->slot = r.slot;
+		a->gen = r.gen;
+		a->listener = !!(r.flags & MSG_ADOPT_LISTENER);
+		a->fd = fds[0];
+		a->evfd = a->listener ? cl_hi_fd(fds[k]) : -1;
+		vs_ref(r.slot);
+	} else {
+		for (int i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				sys_close(fds[i]);
+	}
+	if (fd >= 0)
+		sys_close(fd);
+	pthread_mutex_unlock(&cl_rpc_lock);
+	pthread_mutex_unlock(&cl_attach_lock);
+	return ret;
 }
 
 void cl_init(void)

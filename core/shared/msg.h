@@ -54,7 +54,29 @@ enum msg_op {
 	MSG_TXGROW,     /* slot: the send ring is full; reply: rep.gen = its new
 			   size, or -ENOSPC (largest), -EPERM (fixed by SO_SNDBUF,
 			   same node), -EBUSY (an old ring still in use), -ENOBUFS */
-	MSG_MAX = MSG_TXGROW
+	MSG_PASS,       /* slot: a socket about to go to another process over a
+			   unix socket (SCM_RIGHTS), its descriptor along; the
+			   reply carries the token to send in its place */
+	MSG_ADOPT,      /* slot = a token's pass id, token = its secret: this
+			   process takes the socket (works before it has a pool:
+			   it joins the socket's); the reply carries the passed
+			   descriptor, a listener's eventfd when rep.flags has
+			   MSG_ADOPT_LISTENER, and the pool's arena memfd and
+			   eventfd (as HELLO's) when it has MSG_ADOPT_JOINED */
+	MSG_MAX = MSG_ADOPT
+};
+
+#define MSG_ADOPT_LISTENER 1
+#define MSG_ADOPT_JOINED 2
+
+/* The first message a token holds (core/hub/pass.c): which pass it is,
+ * and the secret that proves its holder had it.  Read with MSG_PEEK. */
+#define MSG_PASS_MAGIC "rshare-p"
+struct msg_pass_name {
+	char magic[8];
+	uint32_t id;
+	uint32_t family;  /* the socket's, for a receiver that cannot have it */
+	uint64_t secret;
 };
 
 #define MSG_RELEASE_NOREPLY 2
@@ -77,7 +99,7 @@ struct msg_rep {
 	int32_t status;     /* 0 or -errno */
 	uint32_t slot;
 	uint32_t gen;
-	uint32_t pad;
+	uint32_t flags;     /* ADOPT: MSG_ADOPT_* */
 	uint64_t pool_id;
 	uint64_t arena_bytes;
 	uint64_t token;     /* HELLO: this process's; FORK: the child's */

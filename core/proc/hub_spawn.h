@@ -1,14 +1,14 @@
 /*
- * spawn.h - starting a hub that is nobody's child.
+ * hub_spawn.h - starting a hub that is nobody's child.
  *
  * Used by the library (a process's first socket finds no hub: client.c)
  * and by the command (rshare run, rshare hub start).  The hub runs in a
  * session of its own, its parent a middle process that has exited, so no
  * SIGCHLD ever reaches the caller and its wait() never sees the hub.  Only
- * raw system calls run between the clone and the exec (spawn.c).
+ * raw system calls run between the clone and the exec (hub_spawn.c).
  */
-#ifndef RSHARE_SPAWN_H
-#define RSHARE_SPAWN_H
+#ifndef RSHARE_HUB_SPAWN_H
+#define RSHARE_HUB_SPAWN_H
 
 #include <sys/types.h>
 

@@ -1,5 +1,5 @@
 /*
- * spawn.c - starting the hub so that it is nobody's child.
+ * hub_spawn.c - starting the hub so that it is nobody's child.
  *
  * A clone without exit signal (no SIGCHLD reaches the caller, whose
  * wait() cannot see it) calls setsid() and forks the hub, then exits; the
@@ -9,7 +9,7 @@
  * (the caller may be a threaded application), and the exec's PATH search
  * is done here too, since librshare.so defines the exec family itself.
  */
-#include "spawn.h"
+#include "hub_spawn.h"
 
 #include <dlfcn.h>
 #include <errno.h>
