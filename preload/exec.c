@@ -271,7 +271,9 @@ void exec_adopt(void)
 	if (!v)
 		return;
 	ctl = strtol(v, &end, 10);
-	if (end == v || ctl < 0 || !pfd_tab || cl_exec_adopt((int)ctl) < 0) {
+	if (cl.kernel_only && end != v && ctl >= 0)
+		sys_close((int)ctl); /* io_uring (syscall.c): they are given up */
+	if (end == v || ctl < 0 || !pfd_tab || cl.kernel_only || cl_exec_adopt((int)ctl) < 0) {
 		unsetenv("RSHARE_EXEC");
 		return;
 	}

@@ -16,8 +16,11 @@
  * (cl_adopt): this process holds the socket from then on, and the
  * descriptor the sender passed takes the token's number.  A token the
  * hub refuses (another uid, another pool) becomes a kernel socket that
- * never connected.  A TCP socket that is not connected is FD_TCP, so
- * that its listen() and connect() here go to rshare as on the sender's
+ * never connected.  A kernel listener that a pool registered with its hub
+ * (its process knew it; this one gets it from one that did not, as Node's
+ * cluster primary hands its workers a bound socket) is that rshare
+ * listener here too.  Another TCP socket that is not connected is FD_TCP,
+ * so that its listen() and connect() here go to rshare as on the sender's
  * side.
  */
 #include "preload.h"
@@ -126,8 +129,17 @@ static void pass_took(int fd)
 	type = sock_int(fd, SO_TYPE);
 	if ((dom == AF_INET || dom == AF_INET6) && type == SOCK_STREAM &&
 	    sock_int(fd, SO_PROTOCOL) == IPPROTO_TCP) {
-		if (R(getpeername)(fd, &sa.sa, &sl) < 0 && errno == ENOTCONN && !sock_int(fd, SO_ACCEPTCONN))
-			pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)dom, .evfd = -1});
+		if (R(getpeername)(fd, &sa.sa, &sl) == 0 || errno != ENOTCONN)
+			return; /* a kernel TCP connection */
+		if (sock_int(fd, SO_ACCEPTCONN) == 1 && !cl_adopt(0, 0, fd, &a)) {
+			/* a kernel listener a pool registered: this process
+			 * shares that rshare listener (and joins that pool) */
+			sys_close(a.fd);
+			pfd_set(p, &(struct pfd){.kind = FD_LISTEN, .family = (uint8_t)dom, .slot = a.slot,
+						 .gen = a.gen, .evfd = a.evfd});
+			return;
+		}
+		pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)dom, .evfd = -1});
 		return;
 	}
 	if (dom != AF_UNIX || type != SOCK_SEQPACKET ||
@@ -135,7 +147,7 @@ static void pass_took(int fd)
 	    memcmp(n.magic, MSG_PASS_MAGIC, sizeof(n.magic)))
 		return;
 	fdfl = R(fcntl)(fd, F_GETFD);
-	r = cl_adopt(n.id, n.secret, &a);
+	r = cl_adopt(n.id, n.secret, -1, &a);
 	if (r < 0) {
 		pass_dead(fd, n.family == AF_INET6 ? AF_INET6 : AF_INET, fdfl > 0 && (fdfl & FD_CLOEXEC));
 		return;

@@ -19,8 +19,10 @@
  * readiness descriptor as the program's descriptor), socket.c
  * (socket, bind, listen, accept, shutdown, names), connect.c, io.c (the
  * data calls), sockopt.c (socket options, fcntl, ioctl), poll.c (poll and
- * select), epoll.c, exec.c (sockets kept across exec); preload.h is what
- * they share.
+ * select), epoll.c, exec.c (sockets kept across exec), spawn.c (and
+ * handed to programs started by posix_spawn, system, popen), pass.c
+ * (descriptors passed over unix sockets), syscall.c (syscall(3), and
+ * io_uring); preload.h is what they share.
  */
 #include "preload.h"
 
@@ -40,6 +42,7 @@ __attribute__((constructor)) static void preload_init(void)
 	pfd_table_init();
 	cl_init();
 	vs_poll_forget = ep_forget;
+	uring_check();
 	exec_adopt();
 }
 

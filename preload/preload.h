@@ -52,7 +52,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen)
+	X(system) X(popen) X(syscall)
 
 PL_HIDDEN void *real_next(const char *name);
 
@@ -201,5 +201,7 @@ PL_HIDDEN void exec_adopt(void);
 PL_HIDDEN char *exec_prepare_list(struct exec_undo *u, int spawn);
 PL_HIDDEN char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn);
 PL_HIDDEN void exec_undo(struct exec_undo *u);
+/* syscall.c: a program linked with liburing runs on kernel TCP (1) */
+PL_HIDDEN int uring_check(void);
 
 #endif

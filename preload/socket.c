@@ -72,7 +72,7 @@ int listen(int fd, int backlog)
 	/* accept waits on the kernel listener and the hub at once: the kernel
 	 * side must never block, the application's O_NONBLOCK is kept apart */
 	fl = R(fcntl)(fd, F_GETFL);
-	if (vs_listen(&a, backlog, p->rxsize, p->txsize, &p->evfd, &p->slot, &p->gen) == 0) {
+	if (vs_listen(&a, backlog, p->rxsize, p->txsize, fd, &p->evfd, &p->slot, &p->gen) == 0) {
 		__atomic_store_n(&p->kind, FD_LISTEN, __ATOMIC_RELEASE);
 		if (fl & O_NONBLOCK)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);

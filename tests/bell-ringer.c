@@ -26,7 +26,7 @@ int main(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	a.in.sin_family = AF_INET;
 	a.in.sin_port = htons((uint16_t)atoi(argv[1]));
-	if (cl_attach() < 0 || vs_listen(&a, 1, 0, 0, &evfd, &slot, &gen) < 0) {
+	if (cl_attach() < 0 || vs_listen(&a, 1, 0, 0, -1, &evfd, &slot, &gen) < 0) {
 		fprintf(stderr, "bell-ringer: no hub or no listener\n");
 		return 1;
 	}

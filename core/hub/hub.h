@@ -243,9 +243,9 @@ struct hsock {
 		idle_seen : 1,
 		tx_watch : 1;       /* a nonblocking writer waits for room: the hub watches its ring */
 	union sockaddr_any local, peer_addr;
-	/* listener */
-	uint16_t lport;
+	uint16_t lport;             /* listener: its port, backlog, wake-up, and */
 	int backlog, evfd;
+	uint64_t lino;              /* ... its kernel listener's inode, as its process said */
 	/* readiness descriptor (ready.c): a socketpair, poll_p handed to
 	 * the processes, poll_h written and drained by the hub; the hub's
 	 * copies, -1 when it holds none (a keeper may: keep.c) */

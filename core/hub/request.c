@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -186,7 +187,23 @@ static void req_execed(struct hub *h, struct proc *pr, const struct msg_req *q, 
 
 static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
-	struct hsock *s = hsock_new(h, pr->pool, 0, 0);
+	struct hsock *s;
+	/* a kernel listener the pool registered already (its inode): shared,
+	 * as processes that got it by fork, or over a unix socket, share it */
+	for (uint32_t i = 0; q->token && i < h->nlisteners; i++) {
+		s = h->socks[h->listeners[i]];
+		if (s && s->lino == q->token && s->pool == pr->pool && s->state == HS_LISTENING) {
+			if (!proc_holds(pr, s->sid))
+				r->hold = s;
+			r->rep.slot = s->slot;
+			r->rep.gen = s->gen;
+			r->rep.flags = MSG_ADOPT_LISTENER;
+			r->fds[0] = s->evfd;
+			r->nfds = 1;
+			return;
+		}
+	}
+	s = hsock_new(h, pr->pool, 0, 0);
 	if (!s) {
 		r->rep.status = -ENOBUFS;
 		return;
@@ -198,6 +215,7 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		return;
 	}
 	r->rfd = -1; /* the listener keeps it */
+	s->lino = q->token;
 	s->rx_size = arena_ring_size(q->rxsize);
 	/* SO_SNDBUF or sndbuf fix it, as the kernel's; else it grows when
 	 * its reader stalls (vsock_data.c) */
@@ -313,19 +331,35 @@ static void req_pass(struct hub *h, struct proc *pr, const struct msg_req *q, st
 	r->nfds = 1;
 }
 
-/* a token came to this process: it holds the socket from now on, in its
- * pool, which it joins if it had none; a process of another uid, or of
- * another pool, gets nothing */
+/* the listener registered for the kernel listener fd (its inode) */
+static struct hsock *listener_of(struct hub *h, int fd)
+{
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !st.st_ino)
+		return NULL;
+	for (uint32_t i = 0; i < h->nlisteners; i++) {
+		struct hsock *s = h->socks[h->listeners[i]];
+		if (s && s->lino == (uint64_t)st.st_ino && s->state == HS_LISTENING)
+			return s;
+	}
+	return NULL;
+}
+
+/* a token came to this process (arg 0), or a kernel listener that a pool
+ * registered (arg 1, the listener along): it holds the socket from now
+ * on, in its pool, which it joins if it had none; a process of another
+ * uid, or of another pool, gets nothing */
 static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
-	struct hpass *ps = hpass_find(h, q->slot, q->token);
-	struct hsock *s = ps ? h->socks[ps->sid] : NULL;
-	if (!s || s->gen != ps->gen) {
+	struct hpass *ps = q->arg ? NULL : hpass_find(h, q->slot, q->token);
+	struct hsock *s = q->arg ? listener_of(h, r->rfd) : ps ? h->socks[ps->sid] : NULL;
+	uid_t uid = ps ? ps->uid : s ? s->pool->use->uid : 0;
+	if (!s || (ps && s->gen != ps->gen)) {
 		r->rep.status = -ENOENT;
 		return;
 	}
-	if (pr->uid != ps->uid || (pr->pool && pr->pool != s->pool)) {
-		r->rep.status = pr->uid != ps->uid ? -EPERM : -EXDEV;
+	if (pr->uid != uid || (pr->pool && pr->pool != s->pool)) {
+		r->rep.status = pr->uid != uid ? -EPERM : -EXDEV;
 		return;
 	}
 	if (!proc_holds(pr, s->sid)) {
@@ -336,7 +370,11 @@ static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, s
 		s->nholders++;
 	}
 	/* the descriptor passed; the pool's, if it joins it; a listener's wake-up */
-	r->fds[r->nfds++] = ps->ofd;
+	r->fds[r->nfds++] = ps ? ps->ofd : r->rfd;
+	if (!ps) {
+		r->closefd = r->rfd; /* once the reply carried it back */
+		r->rfd = -1;
+	}
 	if (!pr->pool) {
 		pr->pool = s->pool;
 		pr->pool->nprocs++;

@@ -202,6 +202,8 @@ static int attach_locked(void)
 
 int cl_attach(void)
 {
+	if (cl.kernel_only)
+		return -ENOTCONN;
 	if (cl.attached > 0 && cl_hub_dead())
 		return -ENOTCONN; /* its hub died: what is new here uses kernel TCP */
 	if (cl.attached)

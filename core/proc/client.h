@@ -23,6 +23,7 @@ struct cl_state {
 	uint64_t arena_bytes, pool_id, token;
 	int hi_fd;          /* our descriptors live at or above this */
 	pid_t pid;          /* the process that attached (a vfork child differs) */
+	int kernel_only;    /* it uses io_uring: no new socket goes to rshare */
 	uint64_t spin_ns;   /* how long a waiter spins before it sleeps (spin_us) */
 };
 extern struct cl_state cl;
@@ -43,15 +44,17 @@ int cl_exec_adopt(int fd);
 /* Descriptor passing (SCM_RIGHTS): cl_pass gives the token to send in the
  * place of FD, a descriptor of the socket (-errno: send FD as it is);
  * cl_adopt takes the socket a token names (its id and secret, read from
- * it) and fills in A: its slot, the descriptor passed, a listener's
- * wake-up; -EPERM (another uid), -EXDEV (this process is in another
- * pool), -ENOENT (no such token), -ENOTCONN (no hub). */
+ * it), or with LFD >= 0 the listener a pool registered for the kernel
+ * listener LFD, and fills in A: its slot, the descriptor passed (a copy of
+ * LFD), a listener's wake-up; -EPERM (another uid), -EXDEV (this process
+ * is in another pool), -ENOENT (no such token or listener), -ENOTCONN (no
+ * hub). */
 struct cl_adopted {
 	uint32_t slot, gen;
 	int listener, fd, evfd;
 };
 int cl_pass(uint32_t slot, uint32_t gen, int fd);
-int cl_adopt(uint32_t id, uint64_t secret, struct cl_adopted *a);
+int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a);
 /* Make sure this process has a watch on its hub: a thread blocked on a
  * connection to the hub which, when the hub dies, marks the arena and
  * wakes every waiter of the pool. */
@@ -74,7 +77,10 @@ static inline uint32_t cl_slots_hi(void)
 }
 
 /* vsock*.c: socket operations; return values are -errno on failure */
-int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
+/* kfd: the kernel listener; one a pool has registered already is shared,
+ * as the kernel's is (its slot and wake-up come back), by a process of
+ * that pool or by one that has none yet (it joins the pool) */
+int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize, int kfd,
 	      int *evfd, uint32_t *slot, uint32_t *gen);
 /* 0 established, 1 fallback to kernel TCP, -errno; -EINTR: a signal
  * handler without SA_RESTART came, the connect goes on (slot, gen set) */

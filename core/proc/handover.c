@@ -202,21 +202,21 @@ int cl_pass(uint32_t slot, uint32_t gen, int fd)
 	return ret < 0 ? ret : t;
 }
 
-int cl_adopt(uint32_t id, uint64_t secret, struct cl_adopted *a)
+int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a)
 {
-	struct msg_req q = {.op = MSG_ADOPT, .slot = id, .token = secret};
+	struct msg_req q = {.op = MSG_ADOPT, .slot = id, .token = secret, .arg = lfd >= 0};
 	struct msg_rep r;
 	int fds[4] = {-1, -1, -1, -1}, fd = -1, ret, k = 1;
-	if (cl.attached < 0 || cl_hub_dead())
+	if (cl.attached < 0 || cl.kernel_only || cl_hub_dead())
 		return -ENOTCONN;
 	pthread_mutex_lock(&cl_attach_lock);
 	pthread_mutex_lock(&cl_rpc_lock);
 	if (cl.attached > 0)
-		ret = cl_rpc_on(cl.ctl_fd, &q, &r, -1, fds, 4);
+		ret = cl_rpc_on(cl.ctl_fd, &q, &r, lfd, fds, 4);
 	else if ((fd = cl_hub_connect()) < 0)
 		ret = fd;
 	else
-		ret = cl_rpc_on(fd, &q, &r, -1, fds, 4);
+		ret = cl_rpc_on(fd, &q, &r, lfd, fds, 4);
 	if (!ret && (r.status || fds[0] < 0))
 		ret = r.status < 0 ? r.status : -EPROTO;
 	if (!ret && (r.flags & MSG_ADOPT_JOINED) && fd >= 0) {

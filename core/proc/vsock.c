@@ -17,6 +17,9 @@
 #include <sys/socket.h>
 
 #include "vsock_int.h"
+#include "client_int.h"
+
+#include <sys/stat.h>
 
 _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS];
 _Atomic int vs_poll_fds[ARENA_MAX_SLOTS];
@@ -212,12 +215,26 @@ void vs_exiting(int yes)
 		cl_rpc(&q, &r, -1);
 }
 
-int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize,
+int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize, int kfd,
 	      int *evfd, uint32_t *slot, uint32_t *gen)
 {
 	struct msg_req q = {.op = MSG_LISTEN, .arg = backlog, .rxsize = rxsize, .txsize = txsize};
 	struct msg_rep r;
-	int efd, ret;
+	struct cl_adopted a;
+	struct stat st;
+	int efd, ret, got = -1;
+	if (kfd >= 0 && fstat(kfd, &st) == 0)
+		q.token = (uint64_t)st.st_ino;
+	/* a process with no pool yet whose listener a pool registered (it came
+	 * from a process that did not know it: Node's cluster hands its
+	 * workers a bound socket) joins that pool */
+	if (!cl.attached && !cl.kernel_only && q.token && cl_adopt(0, 0, kfd, &a) == 0) {
+		sys_close(a.fd);
+		*evfd = a.evfd;
+		*slot = a.slot;
+		*gen = a.gen;
+		return 0;
+	}
 	if (cl_attach() < 0)
 		return -ENOTCONN;
 	efd = (int)syscall(SYS_eventfd2, 0, 04000 /* EFD_NONBLOCK */ | 02000000 /* EFD_CLOEXEC */);
@@ -225,15 +242,30 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 		return -errno;
 	efd = cl_hi_fd(efd);
 	q.addr = *bound;
-	ret = cl_rpc(&q, &r, efd);
+	pthread_mutex_lock(&cl_rpc_lock);
+	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, &q, &r, efd, &got, 1) : -ECONNRESET;
+	pthread_mutex_unlock(&cl_rpc_lock);
 	if (ret < 0 || r.status) {
 		sys_close(efd);
+		if (got >= 0)
+			sys_close(got);
 		return ret < 0 ? ret : r.status;
+	}
+	if ((r.flags & MSG_ADOPT_LISTENER) && got >= 0) {
+		/* the kernel listener is one another process of the pool
+		 * registered already: this one shares it, and its wake-up */
+		sys_close(efd);
+		efd = cl_hi_fd(got);
+	} else if (got >= 0) {
+		sys_close(got);
 	}
 	*evfd = efd;
 	*slot = r.slot;
 	*gen = r.gen;
-	atomic_store(&vs_proc_refs[r.slot], 1);
+	if (r.flags & MSG_ADOPT_LISTENER)
+		vs_ref(r.slot);
+	else
+		atomic_store(&vs_proc_refs[r.slot], 1);
 	return 0;
 }
 

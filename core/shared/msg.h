@@ -57,9 +57,11 @@ enum msg_op {
 	MSG_PASS,       /* slot: a socket about to go to another process over a
 			   unix socket (SCM_RIGHTS), its descriptor along; the
 			   reply carries the token to send in its place */
-	MSG_ADOPT,      /* slot = a token's pass id, token = its secret: this
-			   process takes the socket (works before it has a pool:
-			   it joins the socket's); the reply carries the passed
+	MSG_ADOPT,      /* slot = a token's pass id, token = its secret (arg 0),
+			   or a kernel listener along (arg 1): this process takes
+			   the socket, the listener registered for it (works
+			   before it has a pool: it joins the socket's); the
+			   reply carries the passed
 			   descriptor, a listener's eventfd when rep.flags has
 			   MSG_ADOPT_LISTENER, and the pool's arena memfd and
 			   eventfd (as HELLO's) when it has MSG_ADOPT_JOINED */

@@ -8,6 +8,7 @@
 #ifndef RSHARE_SYS_H
 #define RSHARE_SYS_H
 
+#include <errno.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -16,7 +17,28 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+/* close(2) without syscall(3), which the library defines too (preload's
+ * syscall.c: a program's raw close must forget its socket, the library's
+ * own must not) */
+static inline int sys_close(int fd)
+{
+#if defined(__x86_64__)
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_close), "D"((long)fd) : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_close, x0 __asm__("x0") = fd;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8) : "memory");
+	long r = x0;
+#else
+	long r = syscall(SYS_close, fd);
+	return (int)r;
+#endif
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return (int)r;
+}
 static inline ssize_t sys_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
 static inline ssize_t sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
 static inline int sys_socket(int d, int t, int p) { return (int)syscall(SYS_socket, d, t, p); }
