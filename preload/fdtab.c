@@ -6,8 +6,11 @@
  * descriptor limit allows (untouched pages cost nothing).  An entry that
  * names an rshare socket holds one reference on its slot (vs_ref): dup
  * takes another, close and dup2/dup3 over it give it back (vs_unref), and
- * the last one releases the socket at the hub.
+ * the last one releases the socket at the hub.  close, close_range and
+ * closefrom leave the library's own descriptors (its hub connection,
+ * readiness descriptors at its own numbers) open.
  */
+#include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -92,8 +95,27 @@ int pfd_dup(int oldfd, int newfd)
 	return newfd;
 }
 
+/* one of the library's own descriptors, which live at high numbers */
+static int fd_own(int fd)
+{
+	int own[512], n;
+	struct pfd *p = pfd_get(fd);
+	/* the program's sockets are in the table: only others are looked for */
+	if (!cl.hi_fd || fd < cl.hi_fd || cl.attached <= 0 || (p && p->kind))
+		return 0;
+	n = cl_own_fds(own, 512);
+	for (int i = 0; i < n; i++)
+		if (own[i] == fd)
+			return 1;
+	return 0;
+}
+
 int close(int fd)
 {
+	/* a program that closes every number (a daemon's start) leaves the
+	 * library's own open: as if closed, the number stays taken */
+	if (fd_own(fd))
+		return 0;
 	pfd_forget(fd);
 	return R(close)(fd);
 }
@@ -133,4 +155,59 @@ int dup3(int oldfd, int newfd, int flags)
 	if (r >= 0)
 		pfd_dup(oldfd, r);
 	return r;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* close_range(2) and closefrom(3) close what the program named, never the
+ * library's own descriptors (its hub connection among them: closing that
+ * would be taken for this process's death, and its sockets reset); the
+ * rshare sockets in the range are let go of as close() does.  With
+ * CLOSE_RANGE_CLOEXEC nothing closes now: the kernel's, as it is. */
+static int fd_close_range(unsigned first, unsigned last, int flags)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int own[512], n, r = 0;
+	unsigned at = first;
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return (int)syscall(SYS_close_range, first, last, flags);
+	pthread_mutex_lock(&lock);
+	for (unsigned fd = first; fd <= last && fd < pfd_max; fd++)
+		if (pfd_tab[fd].kind)
+			pfd_forget((int)fd);
+	n = cl_own_fds(own, 448);
+	for (unsigned fd = 0; fd < pfd_max && n < 512; fd++)
+		if (pfd_tab[fd].kind == FD_LISTEN && pfd_tab[fd].evfd >= 0)
+			own[n++] = pfd_tab[fd].evfd;
+	qsort(own, (size_t)n, sizeof(int), int_cmp);
+	for (int i = 0; i < n && r == 0; i++) {
+		unsigned o = (unsigned)own[i];
+		if (o < at || o > last)
+			continue;
+		if (o > at)
+			r = (int)syscall(SYS_close_range, at, o - 1, flags);
+		at = o + 1;
+	}
+	if (r == 0 && at <= last && at != 0)
+		r = (int)syscall(SYS_close_range, at, last, flags);
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+int close_range(unsigned first, unsigned last, int flags)
+{
+	if (first > last) {
+		errno = EINVAL;
+		return -1;
+	}
+	return fd_close_range(first, last, flags);
+}
+
+void closefrom(int lowfd)
+{
+	if (lowfd >= 0)
+		fd_close_range((unsigned)lowfd, ~0u, 0);
 }

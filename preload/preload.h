@@ -30,6 +30,8 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -52,7 +54,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen) X(syscall)
+	X(system) X(popen) X(syscall) X(prctl) X(setrlimit)
 
 PL_HIDDEN void *real_next(const char *name);
 

@@ -15,8 +15,13 @@
  * ring itself through syscall(3) from then on (its rshare sockets made
  * before stay on rshare, and the ring's operations on them fail, never
  * silently).
+ *
+ * setrlimit(RLIMIT_NOFILE), prctl(PR_SET_SECCOMP) and seccomp(2): see
+ * sandbox_prepare.
  */
 #include <link.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "preload.h"
 
@@ -45,6 +50,48 @@ int uring_check(void)
 	return 1;
 }
 
+/* A sandbox is about to close in: the descriptor limit lowered, or a
+ * seccomp filter (filter 1) going in (OpenSSH's pre-authentication child
+ * gets a limit of 1 descriptor and a filter that allows read, write, poll
+ * and futex, little more).  What the rshare sockets of this process would
+ * need later is made now, their readiness descriptors and the watch on
+ * the hub; under a filter, readiness descriptors are read and filled with
+ * read and write from then on (vsock_poll.c). */
+static void sandbox_prepare(int filter)
+{
+	if (cl.attached <= 0 || !pfd_tab)
+		return;
+	cl_watch();
+	for (unsigned fd = 0; fd < pfd_max; fd++) {
+		struct pfd *p = rs_of((int)fd);
+		if (p && p->kind == FD_RS && vs_poll_fd_cached(p->slot) < 0)
+			rd_fd((int)fd, p);
+	}
+	if (filter)
+		cl.sandboxed = 1;
+}
+
+int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	struct rlimit now;
+	if (res == RLIMIT_NOFILE && getrlimit(RLIMIT_NOFILE, &now) == 0 && rl->rlim_cur < now.rlim_cur)
+		sandbox_prepare(0);
+	return R(setrlimit)(res, rl);
+}
+
+int prctl(int op, ...)
+{
+	va_list ap;
+	unsigned long a[4];
+	va_start(ap, op);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (op == PR_SET_SECCOMP)
+		sandbox_prepare(1);
+	return R(prctl)(op, a[0], a[1], a[2], a[3]);
+}
+
 long syscall(long n, ...)
 {
 	va_list ap;
@@ -57,5 +104,7 @@ long syscall(long n, ...)
 		pfd_forget((int)a[0]);
 	else if (n == SYS_io_uring_setup)
 		uring_seen();
+	else if (n == SYS_seccomp)
+		sandbox_prepare(1);
 	return R(syscall)(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

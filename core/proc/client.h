@@ -24,6 +24,7 @@ struct cl_state {
 	int hi_fd;          /* our descriptors live at or above this */
 	pid_t pid;          /* the process that attached (a vfork child differs) */
 	int kernel_only;    /* it uses io_uring: no new socket goes to rshare */
+	int sandboxed;      /* under a seccomp filter: only plain read and write */
 	uint64_t spin_ns;   /* how long a waiter spins before it sleeps (spin_us) */
 };
 extern struct cl_state cl;
@@ -55,6 +56,11 @@ struct cl_adopted {
 };
 int cl_pass(uint32_t slot, uint32_t gen, int fd);
 int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a);
+/* The library's own descriptors (hub connections, the pool's doorbell,
+ * readiness descriptors at numbers of its own), at most MAX into OUT:
+ * what a program's close_range(2) must leave open.  Their number. */
+int cl_own_fds(int *out, int max);
+int vs_own_fds(int *out, int max);
 /* Make sure this process has a watch on its hub: a thread blocked on a
  * connection to the hub which, when the hub dies, marks the arena and
  * wakes every waiter of the pool. */

@@ -76,6 +76,7 @@ static void fork_child(void)
 }
 
 static _Atomic pid_t watch_pid;
+static _Atomic int watch_fd = -1;
 
 static void *watch_main(void *arg)
 {
@@ -87,6 +88,7 @@ static void *watch_main(void *arg)
 		n = syscall(SYS_recvfrom, fd, &b, 1, 0, NULL, NULL);
 	while (n < 0 && errno == EINTR);
 	/* the hub never writes here: whatever ended the wait is its end */
+	atomic_store(&watch_fd, -1);
 	atomic_store(&h->hub_dead, 1);
 	for (uint32_t i = 0, n = cl_slots_hi(); i < n; i++) {
 		struct arena_slot *s = arena_slot(cl.arena, i);
@@ -114,10 +116,13 @@ void cl_watch(void)
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&a, 64 << 10);
-		if (pthread_create(&t, &a, watch_main, (void *)(intptr_t)fd) == 0)
+		atomic_store(&watch_fd, fd);
+		if (pthread_create(&t, &a, watch_main, (void *)(intptr_t)fd) == 0) {
 			watch_pid = me;
-		else
+		} else {
+			atomic_store(&watch_fd, -1);
 			sys_close(fd);
+		}
 		pthread_attr_destroy(&a);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
@@ -246,6 +251,15 @@ int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a)
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
 	return ret;
+}
+
+int cl_own_fds(int *out, int max)
+{
+	int n = 0, v[] = {cl.ctl_fd, cl.evfd, atomic_load(&watch_fd), fork_fd};
+	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]) && n < max; i++)
+		if (v[i] >= 0)
+			out[n++] = v[i];
+	return n + vs_own_fds(out + n, max - n);
 }
 
 void cl_init(void)

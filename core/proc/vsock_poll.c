@@ -74,6 +74,19 @@ int vs_poll_fd_cached(uint32_t slot)
 	return atomic_load(&vs_poll_fds[slot]) - 1;
 }
 
+int vs_own_fds(int *out, int max)
+{
+	int n = 0, sp = atomic_load(&vs_spare);
+	if (sp >= 0 && n < max)
+		out[n++] = sp;
+	for (uint32_t i = 0, hi = cl_slots_hi(); i < hi && n < max; i++) {
+		int fd = atomic_load(&vs_poll_fds[i]) - 1;
+		if (fd >= 0 && !atomic_load(&vs_poll_selfs[i]))
+			out[n++] = fd;
+	}
+	return n;
+}
+
 int vs_poll_self(uint32_t slot)
 {
 	return atomic_load(&vs_poll_selfs[slot]);
@@ -182,6 +195,20 @@ unsigned vs_poll_mask(uint32_t slot)
 	return m;
 }
 
+/* Reading and filling the readiness descriptor (made nonblocking by the
+ * hub): recvfrom and sendto with MSG_DONTWAIT, whatever O_NONBLOCK a
+ * program set on it; read and write once the process is in a seccomp
+ * sandbox, which may allow only those (cl.sandboxed: OpenSSH's). */
+static ssize_t rd_take(int fd, void *b, size_t n)
+{
+	return cl.sandboxed ? sys_read(fd, b, n) : sys_recv_now(fd, b, n);
+}
+
+static ssize_t rd_fill(int fd, const void *b, size_t n)
+{
+	return cl.sandboxed ? sys_write(fd, b, n) : sys_send_now(fd, b, n);
+}
+
 /* The receive ring was found empty: take the hub's byte out of the
  * readiness descriptor, and ask for it again if data came meanwhile. */
 void vs_rx_settle(uint32_t slot, struct arena_slot *as)
@@ -191,7 +218,7 @@ void vs_rx_settle(uint32_t slot, struct arena_slot *as)
 	if (fd < 0 || !atomic_load(&as->rx_sig))
 		return;
 	atomic_store(&as->rx_sig, 0);
-	while (sys_recv_now(fd, b, sizeof(b)) == sizeof(b))
+	while (rd_take(fd, b, sizeof(b)) == sizeof(b))
 		;
 	if (as->pair_seg) {
 		struct vring v;
@@ -215,7 +242,7 @@ void vs_tx_settle(uint32_t slot, struct arena_slot *as)
 	int fd = vs_poll_fds[slot] - 1;
 	if (fd < 0)
 		return;
-	while (sys_send_now(fd, junk, sizeof(junk)) > 0)
+	while (rd_fill(fd, junk, sizeof(junk)) > 0)
 		;
 	atomic_store(&as->tx_blk, 1);
 	if (as->pair_seg) {
