@@ -87,6 +87,8 @@ $(B)/tests/nonblocking-and-readiness: $(READINESS_SRC) tests/readiness/readiness
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Itests/readiness $(INC_all) $(LDFLAGS) -o $@ $(READINESS_SRC) $(B)/core/libhub.a \
 		$(B)/core/libxport.a $(LIB_PROC) $(LDLIBS)
+# its socket I/O is io_uring's (tools/deps.sh installs liburing-dev)
+$(B)/tests/uring-echo-server: LDLIBS += -luring
 $(B)/tests/%: tests/%.c $(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(INC_all) $(LDFLAGS) -o $@ $< $(B)/core/libhub.a $(B)/core/libxport.a \

@@ -113,19 +113,39 @@ static char *exec_list(struct exec_undo *u, unsigned max, unsigned nkeep, int al
 	return s;
 }
 
-/* u->env: envp without its RSHARE_EXEC, and s; -1 when out of memory */
+/* "LD_PRELOAD=" and the path of this library, made once */
+static const char *exec_preload(void)
+{
+	static char v[PATH_MAX + 16];
+	Dl_info di;
+	if (!v[0] && dladdr((void *)exec_adopt, &di) && di.dli_fname && strlen(di.dli_fname) < PATH_MAX)
+		snprintf(v, sizeof(v), "LD_PRELOAD=%s", di.dli_fname);
+	return v[0] ? v : NULL;
+}
+
+/* u->env: envp without its RSHARE_EXEC, and s; and with this library in
+ * LD_PRELOAD, which a program that builds its children's environment
+ * (nginx keeps only TZ) leaves out: the sockets that go along need it.
+ * -1 when out of memory. */
 static int exec_env(char *const envp[], char *s, struct exec_undo *u)
 {
 	unsigned n = 0;
+	const char *pre = exec_preload();
+	int has = 0;
 	while (envp && envp[n])
 		n++;
-	u->env = malloc((n + 2) * sizeof(char *));
+	u->env = malloc((n + 3) * sizeof(char *));
 	if (!u->env)
 		return -1;
 	n = 0;
-	for (unsigned i = 0; envp && envp[i]; i++)
-		if (strncmp(envp[i], "RSHARE_EXEC=", 12))
-			u->env[n++] = envp[i];
+	for (unsigned i = 0; envp && envp[i]; i++) {
+		if (!strncmp(envp[i], "RSHARE_EXEC=", 12))
+			continue;
+		has |= !strncmp(envp[i], "LD_PRELOAD=", 11);
+		u->env[n++] = envp[i];
+	}
+	if (!has && pre)
+		u->env[n++] = (char *)pre;
 	u->env[n++] = s;
 	u->env[n] = NULL;
 	return 0;

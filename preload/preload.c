@@ -44,6 +44,7 @@ __attribute__((constructor)) static void preload_init(void)
 	vs_poll_forget = ep_forget;
 	uring_check();
 	exec_adopt();
+	sock_activated();
 }
 
 __attribute__((destructor)) static void preload_fini(void)

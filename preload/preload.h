@@ -140,6 +140,8 @@ static inline ssize_t ret_err(ssize_t r)
 
 /* ---- the rest, each from its file ---- */
 
+/* socket.c: listeners of systemd's socket activation (constructor) */
+PL_HIDDEN void sock_activated(void);
 /* socket.c: a's address into out (at most *len bytes), *len its size */
 PL_HIDDEN void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len);
 

@@ -7,6 +7,8 @@
  * it at the hub; listen() keeps the kernel listener and registers an
  * rshare one beside it (FD_LISTEN), so accept() takes from either: the
  * hub's accept queue first, then the kernel listener, waiting on both.
+ * Listeners that systemd's socket activation hands the program become
+ * rshare listeners the same way (sock_activated).
  * An accepted rshare connection gets a fresh kernel socket of the same
  * kind as its descriptor (FD_RS).
  */
@@ -57,18 +59,14 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
-int listen(int fd, int backlog)
+/* fd, a kernel listener now, gets an rshare listener beside it */
+static void listen_rshare(int fd, struct pfd *p, int backlog)
 {
-	struct pfd *p = pfd_get(fd);
 	union sockaddr_any a;
 	socklen_t al = sizeof(a);
-	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
-		return R(listen)(fd, backlog);
-	int ret = R(listen)(fd, backlog), fl;
-	if (ret < 0 || !p || p->kind != FD_TCP)
-		return ret;
+	int fl;
 	if (R(getsockname)(fd, &a.sa, &al) < 0)
-		return ret;
+		return;
 	/* accept waits on the kernel listener and the hub at once: the kernel
 	 * side must never block, the application's O_NONBLOCK is kept apart */
 	fl = R(fcntl)(fd, F_GETFL);
@@ -78,7 +76,40 @@ int listen(int fd, int backlog)
 			atomic_fetch_or(&cl_slot(p->slot)->flags, SLOTF_NONBLOCK);
 		R(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
 	}
+}
+
+int listen(int fd, int backlog)
+{
+	struct pfd *p = pfd_get(fd);
+	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
+		return R(listen)(fd, backlog);
+	int ret = R(listen)(fd, backlog);
+	if (ret == 0 && p && p->kind == FD_TCP)
+		listen_rshare(fd, p, backlog);
 	return ret;
+}
+
+/* systemd's socket activation (sd_listen_fds(3)): the TCP listeners it
+ * made for this process (LISTEN_FDS of them from descriptor 3, LISTEN_PID
+ * this pid) get rshare listeners beside them, as listen() would */
+void sock_activated(void)
+{
+	const char *n = getenv("LISTEN_FDS"), *pid = getenv("LISTEN_PID");
+	int k = n ? atoi(n) : 0;
+	if (k <= 0 || !pid || atol(pid) != (long)getpid())
+		return;
+	for (int fd = 3; fd < 3 + k; fd++) {
+		struct pfd *p = pfd_get(fd);
+		int v[3] = {-1, -1, -1};
+		socklen_t l = sizeof(int);
+		if (!p || p->kind || R(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &v[0], &l) < 0 ||
+		    (v[0] != AF_INET && v[0] != AF_INET6) || R(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &v[1], &l) < 0 ||
+		    v[1] != SOCK_STREAM || R(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &v[2], &l) < 0 || v[2] != 1)
+			continue;
+		pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)v[0], .evfd = -1});
+		if (cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
+			listen_rshare(fd, p, SOMAXCONN);
+	}
 }
 
 static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)

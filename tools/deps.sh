@@ -42,6 +42,14 @@ pkgs=(
 	sockperf        # tests/bench/suite.sh: an independent latency client
 	socat           # tests/large-writes-before-reads-finish-as-on-kernel-tcp.bats: a fork-per-connection server (fork, EXEC)
 	gnuplot-nox     # tests/bench/suite.sh: its plots
+	# sockets that move between processes
+	nodejs          # tests/node-cluster-serves-over-rshare.bats: cluster, both policies
+	haproxy         # tests/haproxy-seamless-reload-under-load-over-rshare.bats (-x, -sf)
+	openssh-server  # tests/sshd-reexec-privsep-serves-over-rshare.bats: re-exec, chroot, seccomp
+	openssh-client  # ssh, ssh-keygen
+	gunicorn        # tests/listeners-handed-over-stay-rshare-listeners.bats: socket activation
+	systemd         # systemd-socket-activate
+	liburing-dev    # tests/uring-echo-server.c: a program whose socket I/O is io_uring's
 )
 
 installed() {
