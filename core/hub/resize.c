@@ -261,6 +261,8 @@ static int rx_switch(struct hub *h, struct hsock *s)
 	h->nswitch_waiting--;
 	s->rx_room = s->rx_size;
 	ring_store(&s->as->rx.tail, s->rx_tail);
+	if (s->rx_fin) /* a FIN that came while the tail was held (route.c) */
+		atomic_fetch_or(&s->as->flags, SLOTF_RX_FIN);
 	hsock_wake(s);
 	return 1;
 }

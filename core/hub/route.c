@@ -37,7 +37,10 @@ static void on_fin(struct hub *h, struct hsock *s)
 			hsock_free(h, s); /* else its answer to our RESET is coming */
 		return;
 	}
-	if (s->as)
+	/* the reader takes FIN for the end of the bytes it sees: while a
+	 * receive ring's switch waits (verbs), the last bytes' tail is held
+	 * back, and FIN is shown with it (rx_switch, resize.c) */
+	if (s->as && !s->rx_switch)
 		atomic_fetch_or(&s->as->flags, SLOTF_RX_FIN);
 	hsock_wake(s);
 	hsock_finish_close(h, s);

@@ -204,6 +204,16 @@ for i in 1 2 3 4; do
 	epc[$i]=$!
 done
 eprc=""
+for i in 1 2 3 4; do
+	# a client still at it after 120 s is stuck: what the hubs hold of it
+	# goes to the output before its timeout ends it
+	wait_line "$T/epc$i.out" '^echo-client:' 1 120 && continue
+	echo "# epoll client $i: no summary after 120 s; the hubs' connections (lingering ones left out):"
+	for hb in hubA hubB; do
+		stat_of "$hb" | jq -c --arg h "$hb" '.sockets[] | select(.state != "listening" and .state != "linger") |
+			{h: $h, sid, state, bytes_tx, bytes_rx, rx_ring, tx_ring, holders}' | head -n 40 | sed 's/^/#   /'
+	done
+done
 for i in 1 2 3 4; do wait "${epc[$i]}"; eprc+=" $?"; done
 kill -TERM "$epm" 2>/dev/null
 wait_line "$T/ep.out" '^total ' 1 30
