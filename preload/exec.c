@@ -124,9 +124,10 @@ static const char *exec_preload(void)
 }
 
 /* u->env: envp without its RSHARE_EXEC, and s; and with this library in
- * LD_PRELOAD, which a program that builds its children's environment
- * (nginx keeps only TZ) leaves out: the sockets that go along need it.
- * -1 when out of memory. */
+ * LD_PRELOAD when envp has none, as a program that builds its children's
+ * environment leaves it out (nginx keeps only TZ): the sockets that go
+ * along need it.  One there, even empty, is the program's choice.  -1
+ * when out of memory. */
 static int exec_env(char *const envp[], char *s, struct exec_undo *u)
 {
 	unsigned n = 0;

@@ -54,7 +54,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen) X(syscall) X(prctl) X(setrlimit)
+	X(system) X(popen)
 
 PL_HIDDEN void *real_next(const char *name);
 

@@ -71,15 +71,31 @@ static void sandbox_prepare(int filter)
 		cl.sandboxed = 1;
 }
 
-int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+/* setrlimit, prctl and syscall: the sanitizers' runtimes call them while
+ * they start, before this library is set up (pfd_tab) and before code
+ * they instrument may run; so these go to the kernel themselves, are not
+ * instrumented, and call into the library only once it is set up. */
+#define PL_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+
+PL_EARLY static long early_ret(long r)
 {
-	struct rlimit now;
-	if (res == RLIMIT_NOFILE && getrlimit(RLIMIT_NOFILE, &now) == 0 && rl->rlim_cur < now.rlim_cur)
-		sandbox_prepare(0);
-	return R(setrlimit)(res, rl);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
 }
 
-int prctl(int op, ...)
+PL_EARLY int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	struct rlimit now;
+	if (res == RLIMIT_NOFILE && pfd_tab && SYS_RAW6(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, &now, 0, 0) == 0 &&
+	    rl->rlim_cur < now.rlim_cur)
+		sandbox_prepare(0);
+	return (int)early_ret(SYS_RAW6(SYS_prlimit64, 0, res, rl, 0, 0, 0));
+}
+
+PL_EARLY int prctl(int op, ...)
 {
 	va_list ap;
 	unsigned long a[4];
@@ -87,12 +103,12 @@ int prctl(int op, ...)
 	for (int i = 0; i < 4; i++)
 		a[i] = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (op == PR_SET_SECCOMP)
+	if (op == PR_SET_SECCOMP && pfd_tab)
 		sandbox_prepare(1);
-	return R(prctl)(op, a[0], a[1], a[2], a[3]);
+	return (int)early_ret(SYS_RAW6(SYS_prctl, op, a[0], a[1], a[2], a[3], 0));
 }
 
-long syscall(long n, ...)
+PL_EARLY long syscall(long n, ...)
 {
 	va_list ap;
 	long a[6];
@@ -100,11 +116,11 @@ long syscall(long n, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (n == SYS_close)
+	if (pfd_tab && n == SYS_close)
 		pfd_forget((int)a[0]);
-	else if (n == SYS_io_uring_setup)
+	else if (pfd_tab && n == SYS_io_uring_setup)
 		uring_seen();
-	else if (n == SYS_seccomp)
+	else if (pfd_tab && n == SYS_seccomp)
 		sandbox_prepare(1);
-	return R(syscall)(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+	return early_ret(SYS_RAW6(n, a[0], a[1], a[2], a[3], a[4], a[5]));
 }

@@ -2,8 +2,11 @@
 # exec: an accepted rshare connection without close-on-exec survives exec
 # into a preloaded program (an inetd that execs cat: every byte echoed and
 # verified, carried on the link, held by the same pid after the exec); the
-# close-on-exec listener is released at the exec.  Into a program that is
-# not preloaded, the socket fails loudly (ENOTCONN), never silently.
+# close-on-exec listener is released at the exec.  An exec whose
+# environment leaves LD_PRELOAD out (nginx's keeps only TZ) gets the
+# library back, for the sockets that go along: cat echoes again.  Into a
+# program that is not preloaded (LD_PRELOAD set empty), the socket fails
+# loudly (ENOTCONN), never silently.
 
 load lib
 
@@ -31,6 +34,15 @@ teardown() {
 		fail(($A.links | length) == 1; "links: \($A.links | length), want 1"),
 		fail(($A.links[0].bytes_rx // 0) > 0 and ($A.links[0].bytes_tx // 0) > 0; "no bytes on the link"),
 		fail([$A.sockets[] | select(.state == "listening")] | length == 0; "the close-on-exec listener survived the exec")'
+}
+
+@test "exec with LD_PRELOAD left out of the environment keeps the library and the socket" {
+	local port=7403
+	rs_bg srv "$NS_A" --rshare "$RS_BIN/exec-inetd" -u $port cat
+	rs_wait_ready srv
+	rs_exec "$NS_B" --rshare "$RS_BIN/echo-client" -c 1 -n 8 -m 200000 $ADDR_A $port \
+		>"$RS_TMP/cli.out" 2>"$RS_TMP/cli.err" || rs_fail "client: $(cat "$RS_TMP/cli.out" "$RS_TMP/cli.err" "$RS_TMP/srv.err")"
+	grep -q 'verified=1 resets=0 errors=0' "$RS_TMP/cli.out"
 }
 
 @test "exec into a program that is not preloaded fails loudly, nothing is echoed" {

@@ -35,6 +35,21 @@ took_link() {
 		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
 }
 
+# passes_done MIN: node A's hub saw at least MIN tokens taken, and none is
+# left in flight (each token's last copy closed)
+passes_done() {
+	local i
+	for ((i = 0; i < 50; i++)); do
+		rs_stat "$NS_A" >"$RS_TMP/statA.json"
+		[[ $(jq '.counters.passes_in_flight' "$RS_TMP/statA.json") == 0 ]] && break
+		sleep 0.1
+	done
+	rs_jq_check "the sockets went as tokens" --slurpfile a "$RS_TMP/statA.json" --argjson n "$1" '
+		$a[0] as $A |
+		fail($A.counters.passes_taken >= $n; "\($A.counters.passes_taken) tokens taken, want \($n)"),
+		fail($A.counters.passes_in_flight == 0; "\($A.counters.passes_in_flight) tokens still in flight")'
+}
+
 # vs_kernel NAME PORT HOW N BEFORE [take]: the server (and an unrelated
 # taker when asked) on node A, the client on B, on kernel TCP then on rshare
 vs_kernel() {
@@ -61,22 +76,25 @@ vs_kernel() {
 @test "a connection handed to a child over a socketpair serves as on kernel TCP" {
 	vs_kernel child 7701 child 4 2
 	[[ $RS_TCP == *"3: giver|after|taken ping 3|"* ]] || rs_fail "kernel TCP: '$RS_TCP'"
+	passes_done 4
 }
 
 @test "a connection handed to a sibling serves as on kernel TCP" {
 	vs_kernel sibling 7703 sibling 4 2
+	passes_done 4
 }
 
 @test "a connection handed to an unrelated process (another pool) serves as on kernel TCP" {
 	vs_kernel unrelated 7705 unrelated 4 2 take
-	# the taker joined the giver's pool: one pool holds both
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	passes_done 4
+	# the taker joined the giver's pool
 	grep -q 'joins pool' "$RS_TMP/hub-$NS_A.err" || rs_fail "the taker did not join the giver's pool"
 }
 
 @test "a listener handed to an unrelated process accepts there as on kernel TCP" {
 	vs_kernel listener 7707 listener 4 1 take
 	[[ $RS_TCP == *"3: taker|taken ping 3|"* ]] || rs_fail "kernel TCP: '$RS_TCP'"
+	passes_done 1
 }
 
 @test "connections given to programs started by posix_spawn serve as on kernel TCP" {

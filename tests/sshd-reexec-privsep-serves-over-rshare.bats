@@ -3,7 +3,7 @@
 # pre-authentication child chroots, drops to its own uid, lowers its
 # descriptor limit to 1 and runs under a seccomp filter; after
 # authentication a child of the monitor runs the command.  On node A, sshd;
-# on node B, 12 ssh sessions (4 at a time), each fetching a 256 KiB file
+# on node B, 8 ssh sessions (4 at a time), each fetching a 256 KiB file
 # and printing its sha256.  First on kernel TCP, then with both sides
 # preloaded: the same digests come back, and the hubs' stat shows every
 # session's connection on the one link.
@@ -48,7 +48,7 @@ run_sessions() {
 	EOF
 	rs_bg "sshd-$port" "$NS_A" $pre /usr/sbin/sshd -D -e -f "$D/sshd_config-$port"
 	app_wait_listen "$NS_A" "$port"
-	for i in $(seq 12); do
+	for i in $(seq 8); do
 		RS_TIMEOUT=60 rs_exec "$NS_B" $pre ssh -i "$D/client" -o StrictHostKeyChecking=no \
 			-o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -p "$port" \
 			"root@$ADDR_A" "cat $D/blob" 2>>"$RS_TMP/ssh-$port.err" | sha256sum | cut -d' ' -f1 \
@@ -62,14 +62,14 @@ run_sessions() {
 	out=$(sort "$RS_TMP/sums-$port" | uniq -c | awk '{print $1 "x" $2}')
 }
 
-@test "sshd (re-exec, chroot, setuid, seccomp children) serves 12 sessions over rshare as on kernel TCP" {
+@test "sshd (re-exec, chroot, setuid, seccomp children) serves 8 sessions over rshare as on kernel TCP" {
 	local tcp
 	run_sessions 7821
 	tcp=$out
-	[[ $tcp == "12x$SUM" ]] || rs_fail "kernel TCP: $tcp $(tail -n 3 "$RS_TMP/ssh-7821.err")"
+	[[ $tcp == "8x$SUM" ]] || rs_fail "kernel TCP: $tcp $(tail -n 3 "$RS_TMP/ssh-7821.err")"
 	app_snap before
 	run_sessions 7822 --rshare
 	app_snap after
 	[[ $out == "$tcp" ]] || rs_fail "rshare: '$out', kernel TCP: '$tcp' $(tail -n 3 "$RS_TMP/ssh-7822.err")"
-	app_check_rshare "ssh sessions over rshare" before after 12 1 $((12 * 262144))
+	app_check_rshare "ssh sessions over rshare" before after 8 1 $((8 * 262144))
 }

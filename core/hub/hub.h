@@ -349,7 +349,7 @@ struct hub {
 	uint32_t nkeepers;
 	int keep_off;               /* pidfd_getfd is not there: no keepers */
 	struct hpass *passes[HUB_PASSES_MAX]; /* descriptors in flight (pass.c) */
-	uint32_t npasses, pass_next, pass_seq;
+	uint32_t npasses, pass_next, pass_seq, passes_taken; /* in flight; taken by receivers */
 	void **garbage;             /* freed after the current batch of events */
 	uint32_t ngarbage, garbage_cap;
 	volatile int stop;

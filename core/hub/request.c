@@ -390,6 +390,7 @@ static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, s
 	}
 	r->rep.slot = s->slot;
 	r->rep.gen = s->gen;
+	h->passes_taken += ps != NULL;
 }
 
 /* the send ring is full: a larger one (its size in rep.gen), or -errno */

@@ -123,7 +123,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
-		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u},",
+		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -132,7 +132,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
 		  (unsigned long long)h->rings_punched, (unsigned long long)h->reg_bytes,
-		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h));
+		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h), h->npasses,
+		  h->passes_taken);
 }
 
 /* "links": one object each */

@@ -17,28 +17,57 @@
 #include <time.h>
 #include <unistd.h>
 
-/* close(2) without syscall(3), which the library defines too (preload's
- * syscall.c: a program's raw close must forget its socket, the library's
- * own must not) */
-static inline int sys_close(int fd)
-{
+/* A system call without syscall(3), which the library defines too
+ * (preload/syscall.c: a program's raw close must forget its socket, the
+ * library's own must not, and the sanitizers' start calls in before the
+ * library is set up): the kernel's answer, -errno on failure.  A macro,
+ * so that a function the sanitizers must not instrument can use it. */
 #if defined(__x86_64__)
-	long r;
-	__asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_close), "D"((long)fd) : "rcx", "r11", "memory");
+#define SYS_RAW6(n, a, b, c, d, e, f)                                                              \
+	({                                                                                         \
+		long r_;                                                                           \
+		register long r10_ __asm__("r10") = (long)(d), r8_ __asm__("r8") = (long)(e),      \
+					       r9_ __asm__("r9") = (long)(f);                      \
+		__asm__ volatile("syscall"                                                         \
+				 : "=a"(r_)                                                        \
+				 : "a"((long)(n)), "D"((long)(a)), "S"((long)(b)), "d"((long)(c)), \
+				   "r"(r10_), "r"(r8_), "r"(r9_)                                   \
+				 : "rcx", "r11", "memory");                                        \
+		r_;                                                                                \
+	})
 #elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_close, x0 __asm__("x0") = fd;
-	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8) : "memory");
-	long r = x0;
+#define SYS_RAW6(n, a, b, c, d, e, f)                                                              \
+	({                                                                                         \
+		register long x8_ __asm__("x8") = (long)(n), x0_ __asm__("x0") = (long)(a),        \
+			      x1_ __asm__("x1") = (long)(b), x2_ __asm__("x2") = (long)(c),        \
+			      x3_ __asm__("x3") = (long)(d), x4_ __asm__("x4") = (long)(e),        \
+			      x5_ __asm__("x5") = (long)(f);                                       \
+		__asm__ volatile("svc 0"                                                           \
+				 : "+r"(x0_)                                                       \
+				 : "r"(x8_), "r"(x1_), "r"(x2_), "r"(x3_), "r"(x4_), "r"(x5_)      \
+				 : "memory");                                                      \
+		x0_;                                                                               \
+	})
 #else
-	long r = syscall(SYS_close, fd);
-	return (int)r;
+#define SYS_RAW6(n, a, b, c, d, e, f)                                                              \
+	({                                                                                         \
+		long r_ = syscall((n), (a), (b), (c), (d), (e), (f));                              \
+		r_ < 0 ? -(long)errno : r_;                                                        \
+	})
 #endif
+
+/* the same as syscall(3) answers: -1 and errno on failure */
+static inline long sys_raw6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long r = SYS_RAW6(n, a, b, c, d, e, f);
 	if (r < 0 && r > -4096) {
 		errno = (int)-r;
 		return -1;
 	}
-	return (int)r;
+	return r;
 }
+
+static inline int sys_close(int fd) { return (int)sys_raw6(SYS_close, fd, 0, 0, 0, 0, 0); }
 static inline ssize_t sys_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
 static inline ssize_t sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
 static inline int sys_socket(int d, int t, int p) { return (int)syscall(SYS_socket, d, t, p); }
