@@ -121,6 +121,54 @@ void ep_forget(uint32_t slot, int pf, int gone)
 	pthread_mutex_unlock(&ep_lock);
 }
 
+/* The sets a listener's wake-up is in, for the program's descriptor fd:
+ * the wake-up is one file that every holder of the listener shares (and
+ * a process that got the listener over a unix socket too), so closing fd
+ * does not take it out of a set, as the kernel takes out a descriptor
+ * whose file is gone; ep_listener_closing does, or the set would go on
+ * reporting fd, by then another descriptor, at every new connection.
+ * (The kernel listener stays in, as on kernel TCP when a process that
+ * shares it closes its descriptor.) */
+static struct ep_lis {
+	int epfd, fd, evfd;
+} *ep_lis;
+static int ep_nlis, ep_lis_cap;
+
+static void ep_lis_note(int epfd, int op, int fd, int evfd)
+{
+	int i;
+	pthread_mutex_lock(&ep_lock);
+	for (i = 0; i < ep_nlis; i++)
+		if (ep_lis[i].epfd == epfd && ep_lis[i].fd == fd)
+			break;
+	if (op == EPOLL_CTL_DEL && i < ep_nlis)
+		ep_lis[i] = ep_lis[--ep_nlis];
+	if (op == EPOLL_CTL_ADD && i == ep_nlis) {
+		if (ep_nlis == ep_lis_cap) {
+			int c = ep_lis_cap ? ep_lis_cap * 2 : 8;
+			struct ep_lis *m = realloc(ep_lis, (size_t)c * sizeof(*m));
+			if (m) {
+				ep_lis = m;
+				ep_lis_cap = c;
+			}
+		}
+		if (ep_nlis < ep_lis_cap)
+			ep_lis[ep_nlis++] = (struct ep_lis){epfd, fd, evfd};
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
+void ep_listener_closing(int fd)
+{
+	pthread_mutex_lock(&ep_lock);
+	for (int i = 0; i < ep_nlis; i++)
+		if (ep_lis[i].fd == fd) {
+			R(epoll_ctl)(ep_lis[i].epfd, EPOLL_CTL_DEL, ep_lis[i].evfd, NULL);
+			ep_lis[i--] = ep_lis[--ep_nlis];
+		}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 /* a listener: both the kernel listener and the hub's wake-up, same data */
 static int ep_ctl_listen(int epfd, int op, int fd, struct pfd *p, struct epoll_event *ev)
 {
@@ -138,6 +186,7 @@ static int ep_ctl_listen(int epfd, int op, int fd, struct pfd *p, struct epoll_e
 		errno = e;
 		return -1;
 	}
+	ep_lis_note(epfd, op, fd, p->evfd);
 	return 0;
 }
 

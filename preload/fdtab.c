@@ -73,6 +73,8 @@ void pfd_forget(int fd)
 		/* SO_LINGER on with a zero time: close resets, as on kernel TCP */
 		int abort = p->kind == FD_RS && so_abortive(fd, p);
 		rd_closing(fd, p);
+		if (evfd >= 0)
+			ep_listener_closing(fd);
 		pfd_clear(fd);
 		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0)
 			sys_close(evfd);

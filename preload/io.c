@@ -190,16 +190,24 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, 
 	return recvfrom(fd, buf, len, flags, a, al);
 }
 
-/* recvmmsg and sendmmsg on an rshare connection: one recvmsg or sendmsg a
- * message, as the kernel does for a stream socket; the count done, or the
- * first one's error.  (recvmmsg's timeout is looked at between messages
+/* recvmmsg and sendmmsg on an rshare connection, or sendmmsg of messages
+ * with control data (descriptors to pass go as tokens): one recvmsg or
+ * sendmsg a message, as the kernel does for a stream socket; the count
+ * done, or the first one's error.  (recvmmsg's timeout is looked at between messages
  * by the kernel; here a blocking call waits for each.) */
 int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
 {
 	struct pfd *p = rs_of(fd);
 	unsigned int i;
-	if (!p)
-		return (int)syscall(SYS_recvmmsg, fd, v, n, flags, tmo);
+	int k;
+	if (!p) {
+		/* descriptors that came over a unix socket are looked at (pass.c) */
+		k = (int)syscall(SYS_recvmmsg, fd, v, n, flags, tmo);
+		for (int j = 0; j < k; j++)
+			if (v[j].msg_hdr.msg_controllen)
+				pass_received(&v[j].msg_hdr);
+		return k;
+	}
 	for (i = 0; i < n; i++) {
 		ssize_t r = recvmsg(fd, &v[i].msg_hdr, flags & ~MSG_WAITFORONE);
 		if (r < 0)
@@ -216,8 +224,11 @@ int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timesp
 int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	struct pfd *p = rs_of(fd);
-	unsigned int i;
-	if (!p)
+	unsigned int i, ctl = 0;
+	for (i = 0; !p && i < n; i++)
+		ctl |= v[i].msg_hdr.msg_controllen != 0;
+	/* without descriptors to pass (as tokens, pass.c) in one go, as the kernel */
+	if (!p && !ctl)
 		return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
 	for (i = 0; i < n; i++) {
 		ssize_t r = sendmsg(fd, &v[i].msg_hdr, flags);

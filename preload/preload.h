@@ -169,6 +169,8 @@ static inline long tmo_ms_left(const struct timespec *end)
 
 /* epoll.c */
 PL_HIDDEN void ep_forget(uint32_t slot, int pf, int gone);
+/* a listener's descriptor fd is about to close: its wake-up leaves the sets */
+PL_HIDDEN void ep_listener_closing(int fd);
 PL_HIDDEN int ep_hand_over(int fd, struct pfd *p, uint32_t slot);
 /* the set registrations of slot's readiness descriptor at number from move to to */
 PL_HIDDEN void ep_rekey(uint32_t slot, int from, int to);

@@ -2,7 +2,8 @@
 # Node A's hub runs under valgrind (memcheck) while 2 preloaded clients on
 # node B make 4 echo connections each to a preloaded echo server on A, and
 # one on A itself 4 same-node ones (messages up to 64 KiB, every byte
-# checked).  Once the server is gone
+# checked); and a server that hands 2 connections to its child over a
+# socketpair (tokens in flight: tests/pass-descriptors.c).  Once the server is gone
 # too, SIGTERM stops the hub, and it must exit 0: valgrind found no memory
 # errors and no definitely lost blocks (--error-exitcode=99 otherwise; the
 # valgrind log is shown on failure).
@@ -11,7 +12,7 @@ load lib
 
 setup() {
 	command -v valgrind >/dev/null || skip "needs valgrind (tools/deps.sh installs it)"
-	rs_require echo-server echo-client
+	rs_require echo-server echo-client pass-descriptors
 	rs_setup
 	rs_two_nodes nohubs
 	rs_hub_start "$NS_B"
@@ -60,11 +61,18 @@ procs_a() {
 		grep -q 'conns=4 verified=4 resets=0 errors=0' "$RS_TMP/client$i.out" ||
 			rs_fail "client$i: $(cat "$RS_TMP/client$i.out")"
 	done
+	# sockets passed to another process: tokens made, taken and ended
+	rs_bg giver "$NS_A" --rshare "$RS_BIN/pass-descriptors" serve child 7402 2
+	rs_wait_ready giver 60
+	out=$(RS_TIMEOUT=120 rs_exec "$NS_B" --rshare "$RS_BIN/pass-descriptors" client $ADDR_A 7402 2 2 2>&1) || true
+	[[ $out == *"1: giver|after|taken ping 1|"* ]] || rs_fail "passed connections: '$out'"
+	rs_wait_pid "$RS_LASTPID" 60 >/dev/null || true
 	rs_stat "$NS_A" >"$RS_TMP/statA.json"
 	rs_jq_check "the connections ran over the valgrind hub" --slurpfile a "$RS_TMP/statA.json" '
 		$a[0] as $A |
 		fail($A.links|length == 1; "A has \($A.links|length) links"),
-		fail(($A.links[0].connections_total // 0) >= 8; "A link connections_total \($A.links[0].connections_total)"),
+		fail(($A.links[0].connections_total // 0) >= 10; "A link connections_total \($A.links[0].connections_total)"),
+		fail($A.counters.passes_taken >= 2; "passes_taken \($A.counters.passes_taken)"),
 		fail(($A.links[0].bytes_rx // 0) > 0 and ($A.links[0].bytes_tx // 0) > 0; "A link moved no bytes"),
 		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)"),
 		fail($A.counters.local_connects == 4; "local_connects \($A.counters.local_connects), want 4")'
