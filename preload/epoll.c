@@ -109,16 +109,18 @@ static void ep_unlink(int i)
 	__atomic_store_n(&ep_live, ep_live - 1, __ATOMIC_RELAXED);
 }
 
-void ep_forget(uint32_t slot, int pf, int gone)
+int ep_forget(uint32_t slot, int pf, int *sets, int max)
 {
+	int n = 0;
 	pthread_mutex_lock(&ep_lock);
 	while (ep_head[slot]) {
 		int i = ep_head[slot] - 1;
-		if (gone && ep_recs[i].kfd == pf)
-			R(epoll_ctl)(ep_recs[i].epfd, EPOLL_CTL_DEL, pf, NULL);
+		if (ep_recs[i].kfd == pf && n < max)
+			sets[n++] = ep_recs[i].epfd;
 		ep_unlink(i);
 	}
 	pthread_mutex_unlock(&ep_lock);
+	return n;
 }
 
 /* The sets a listener's wake-up is in, for the program's descriptor fd:

@@ -168,7 +168,7 @@ static inline long tmo_ms_left(const struct timespec *end)
 }
 
 /* epoll.c */
-PL_HIDDEN void ep_forget(uint32_t slot, int pf, int gone);
+PL_HIDDEN int ep_forget(uint32_t slot, int pf, int *sets, int max);
 /* a listener's descriptor fd is about to close: its wake-up leaves the sets */
 PL_HIDDEN void ep_listener_closing(int fd);
 PL_HIDDEN int ep_hand_over(int fd, struct pfd *p, uint32_t slot);

@@ -7,11 +7,11 @@
 # preloaded: every request is made, each new haproxy took the rshare
 # listener (the hub's log: it joined the pool for
 # the socket passed to it), and the hubs' stat shows every connection on
-# the one link.  Kernel TCP fails no request; over rshare, in about half
-# the runs, 1 to 3 requests wait until haproxy's client timeout (30 s) and
-# get 408 or a reset: a connection that a stopping haproxy accepted never
-# reports its request as readable there.  That bug is open: the counts are
-# printed, not asserted.
+# the one link.  Neither fails a request: none is refused, reset or left
+# waiting for haproxy's client timeout (30 s, then 408).  (haproxy's two
+# threads release a socket in one while the other accepts and polls the
+# next connection, which may get the same slot: the pattern of
+# tests/threads-accept-close-and-poll-connections-as-on-kernel-tcp.bats.)
 
 load lib
 load apps
@@ -72,8 +72,7 @@ run_reloads() {
 	app_snap before
 	run_reloads 7812 --rshare
 	app_snap after
-	[[ $out == complete=6000\ * ]] || rs_fail "rshare: '$out', kernel TCP: '$tcp'"
-	echo "# haproxy under 3 reloads: rshare '$out' ${errs:-}, kernel TCP '$tcp' (failures over rshare: an open bug)" >&3
+	[[ $out == "$tcp" ]] || rs_fail "rshare: '$out' ${errs:-}, kernel TCP: '$tcp'"
 	n=$(grep -c 'joins pool .* for a socket passed to it' "$RS_TMP/hub-$NS_A.err")
 	((n >= 3)) || rs_fail "only $n new haproxy processes took the rshare listener, want 3"
 	app_check_rshare "haproxy under reloads over rshare" before after 6000 1 1

@@ -140,9 +140,13 @@ void vs_poll_unself(uint32_t slot, int fd);
 unsigned vs_poll_mask(uint32_t slot);
 void vs_poll_settle(uint32_t slot, unsigned claimed);
 /* Called when this process drops its last descriptor of a socket that has
- * a readiness descriptor, before that is closed; gone: no process holds the
- * socket any more (set by the interposer: its epoll records). */
-extern void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
+ * a readiness descriptor, before it tells the hub (which may then give the
+ * slot to a new socket at once) and before the descriptor is closed: the
+ * interposer lets go of its epoll records of the slot, and returns the
+ * sets (at most max) that hold pollfd itself.  Should no process hold the
+ * socket any more, those are told to forget it. */
+#define VS_FORGET_SETS 32
+extern int (*vs_poll_forget)(uint32_t slot, int pollfd, int *sets, int max);
 /* Does an accepted rshare connection still hold this local port? */
 int vs_port_in_use(const union sockaddr_any *addr);
 /* Would the kernel restart a blocked socket call after this signal?  Only

@@ -24,7 +24,7 @@
 _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS];
 _Atomic int vs_poll_fds[ARENA_MAX_SLOTS];
 _Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS];
-void (*vs_poll_forget)(uint32_t slot, int pollfd, int gone);
+int (*vs_poll_forget)(uint32_t slot, int pollfd, int *sets, int max);
 
 int vs_restartable(void)
 {
@@ -163,27 +163,32 @@ static int release(uint32_t slot, uint32_t gen, int abort, int late)
 {
 	struct msg_req q = {.op = MSG_RELEASE, .slot = slot, .gen = gen, .arg = abort};
 	struct msg_rep r;
-	int ret, pf, self = atomic_load(&vs_poll_selfs[slot]);
-	if (!atomic_load(&vs_poll_fds[slot])) {
+	int ret, sets[VS_FORGET_SETS], nsets = 0;
+	/* What this process keeps of the slot goes before the hub hears of
+	 * the release: from then on the hub may give the slot to a new
+	 * socket, which another thread can accept and poll before the answer
+	 * is here (and would find this socket's readiness descriptor). */
+	int pf = atomic_exchange(&vs_poll_fds[slot], 0) - 1;
+	int self = atomic_exchange(&vs_poll_selfs[slot], 0);
+	if (pf < 0) {
 		/* nothing to learn from the answer: ask for none (the hub handles
 		 * this process's requests in order, so later ones see it done) */
 		q.arg |= MSG_RELEASE_NOREPLY;
 		return cl_rpc(&q, NULL, -1) < 0 ? -ECONNRESET : 1;
 	}
+	if (vs_poll_forget)
+		nsets = vs_poll_forget(slot, pf, sets, VS_FORGET_SETS);
 	ret = cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status ? r.status : 1;
-	pf = atomic_exchange(&vs_poll_fds[slot], 0);
-	atomic_store(&vs_poll_selfs[slot], 0);
-	if (pf) {
-		/* gen 1 in the reply: no process holds the socket any more, so
-		 * the epoll sets forget it (the hub's copy would keep them
-		 * waiting on it).  The program's own descriptor (self) it closes
-		 * itself, after this; once it did (late), its number may name
-		 * another file already, and is left alone. */
-		if (vs_poll_forget)
-			vs_poll_forget(slot, pf - 1, ret == 1 && r.gen == 1 && !(self && late));
-		if (!self)
-			sys_close(pf - 1);
-	}
+	/* gen 1 in the reply: no process holds the socket any more, so the
+	 * epoll sets forget it (the hub's copy would keep them waiting on
+	 * it).  The program's own descriptor (self) it closes itself, after
+	 * this; once it did (late), its number may name another file
+	 * already, and is left alone. */
+	if (ret == 1 && r.gen == 1 && !(self && late))
+		for (int i = 0; i < nsets; i++)
+			sys_epoll_del(sets[i], pf);
+	if (!self)
+		sys_close(pf);
 	return ret;
 }
 
