@@ -122,16 +122,13 @@ static void pass_took(int fd)
 	struct cl_adopted a;
 	union sockaddr_any sa;
 	socklen_t sl = sizeof(sa);
-	int dom, type, fdfl, r;
+	int dom, lis = 0, fdfl, r;
 	if (!p || p->kind)
 		return;
-	dom = sock_int(fd, SO_DOMAIN);
-	type = sock_int(fd, SO_TYPE);
-	if ((dom == AF_INET || dom == AF_INET6) && type == SOCK_STREAM &&
-	    sock_int(fd, SO_PROTOCOL) == IPPROTO_TCP) {
+	if ((dom = sock_tcp_family(fd, &lis))) {
 		if (R(getpeername)(fd, &sa.sa, &sl) == 0 || errno != ENOTCONN)
 			return; /* a kernel TCP connection */
-		if (sock_int(fd, SO_ACCEPTCONN) == 1 && !cl_adopt(0, 0, fd, &a)) {
+		if (lis && !cl_adopt(0, 0, fd, &a)) {
 			/* a kernel listener a pool registered: this process
 			 * shares that rshare listener (and joins that pool) */
 			sys_close(a.fd);
@@ -142,7 +139,7 @@ static void pass_took(int fd)
 		pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)dom, .evfd = -1});
 		return;
 	}
-	if (dom != AF_UNIX || type != SOCK_SEQPACKET ||
+	if (sock_int(fd, SO_DOMAIN) != AF_UNIX || sock_int(fd, SO_TYPE) != SOCK_SEQPACKET ||
 	    syscall(SYS_recvfrom, fd, &n, sizeof(n), MSG_PEEK | MSG_DONTWAIT, NULL, NULL) != sizeof(n) ||
 	    memcmp(n.magic, MSG_PASS_MAGIC, sizeof(n.magic)))
 		return;

@@ -142,6 +142,9 @@ static inline ssize_t ret_err(ssize_t r)
 
 /* socket.c: listeners of systemd's socket activation (constructor) */
 PL_HIDDEN void sock_activated(void);
+/* AF_INET or AF_INET6 when fd is a kernel TCP stream socket (*listening:
+ * whether it listens; may be NULL), else 0 */
+PL_HIDDEN int sock_tcp_family(int fd, int *listening);
 /* socket.c: a's address into out (at most *len bytes), *len its size */
 PL_HIDDEN void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len);
 

@@ -89,6 +89,19 @@ int listen(int fd, int backlog)
 	return ret;
 }
 
+int sock_tcp_family(int fd, int *listening)
+{
+	int v[4] = {-1, -1, -1, -1};
+	socklen_t l = sizeof(int);
+	if (R(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &v[0], &l) < 0 || (v[0] != AF_INET && v[0] != AF_INET6) ||
+	    R(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &v[1], &l) < 0 || v[1] != SOCK_STREAM ||
+	    R(getsockopt)(fd, SOL_SOCKET, SO_PROTOCOL, &v[2], &l) < 0 || v[2] != IPPROTO_TCP)
+		return 0;
+	if (listening)
+		*listening = R(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &v[3], &l) == 0 && v[3] == 1;
+	return v[0];
+}
+
 /* systemd's socket activation (sd_listen_fds(3)): the TCP listeners it
  * made for this process (LISTEN_FDS of them from descriptor 3, LISTEN_PID
  * this pid) get rshare listeners beside them, as listen() would */
@@ -100,13 +113,10 @@ void sock_activated(void)
 		return;
 	for (int fd = 3; fd < 3 + k; fd++) {
 		struct pfd *p = pfd_get(fd);
-		int v[3] = {-1, -1, -1};
-		socklen_t l = sizeof(int);
-		if (!p || p->kind || R(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &v[0], &l) < 0 ||
-		    (v[0] != AF_INET && v[0] != AF_INET6) || R(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &v[1], &l) < 0 ||
-		    v[1] != SOCK_STREAM || R(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &v[2], &l) < 0 || v[2] != 1)
+		int fam, lis = 0;
+		if (!p || p->kind || !(fam = sock_tcp_family(fd, &lis)) || !lis)
 			continue;
-		pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)v[0], .evfd = -1});
+		pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = (uint8_t)fam, .evfd = -1});
 		if (cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
 			listen_rshare(fd, p, SOMAXCONN);
 	}

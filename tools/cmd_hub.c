@@ -22,6 +22,7 @@
 #include "cmd.h"
 #include "json.h"
 #include "hub_spawn.h"
+#include "procstat.h"
 
 struct hub_info {
 	long pid;
@@ -54,22 +55,11 @@ static void print_hub(const struct hub_info *hi)
 
 static int pid_gone(pid_t pid)
 {
-	char path[64], buf[256], *rp;
-	int fd, n;
+	char st;
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return 1;
 	/* a zombie nobody has reaped yet is gone too */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = (int)read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = 0;
-	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+	return procstat_read(pid, &st, NULL) < 0 || st == 'Z' || st == 'X';
 }
 
 static void sleep_ms(int ms)

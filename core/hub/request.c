@@ -14,6 +14,7 @@
  * accepting the processes' connections on the hub's unix socket.
  */
 #include "hub.h"
+#include "procstat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -119,20 +120,8 @@ static void req_hello(struct hub *h, struct proc *pr, const struct msg_req *q, s
 /* the parent of process pid, as /proc says; 0 when it cannot be read */
 static pid_t ppid_of(pid_t pid)
 {
-	char path[64], buf[512], *p;
-	int fd, n, ppid = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	n = (int)read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* pid (comm) state ppid: comm may hold anything but its last ')' */
-	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return ppid;
+	pid_t ppid = 0;
+	return procstat_read(pid, NULL, &ppid) == 0 ? ppid : 0;
 }
 
 static void req_fork(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
