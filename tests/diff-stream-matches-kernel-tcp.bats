@@ -8,7 +8,9 @@
 # same bytes, in order, the same EOFs and the same errno values.  On
 # rshare both across two nodes (a soft link) and within one node (the
 # same-node path); the stat of the rshare run proves that its connections
-# took rshare.  DIFF_SEEDS sets the seeds (default: the fixed set below,
+# took rshare.  Across nodes once more with each side's connections in
+# threads of one process (-T) instead of forked children, so that threads
+# close, accept and wait at once.  DIFF_SEEDS sets the seeds (default: the fixed set below,
 # its first half in the sanitizer pass, plus every seed kept in
 # tests/diff/regressions).
 
@@ -36,12 +38,12 @@ seeds() {
 }
 
 # run_seed NAME SEED SERVER_NS CLIENT_NS ADDR PORT [--rshare]: the sorted
-# transcript of both sides in $RS_TMP/NAME.txt
+# transcript of both sides in $RS_TMP/NAME.txt (DIFF_T=-T: in threads)
 run_seed() {
 	local name=$1 seed=$2 sns=$3 cns=$4 addr=$5 port=$6 pre=${7:-}
-	rs_bg "$name-srv" "$sns" $pre "$RS_BIN/diff-stream" -s "$seed" "$port"
+	rs_bg "$name-srv" "$sns" $pre "$RS_BIN/diff-stream" ${DIFF_T:-} -s "$seed" "$port"
 	rs_wait_ready "$name-srv"
-	RS_TIMEOUT=120 rs_exec "$cns" $pre "$RS_BIN/diff-stream" -c "$seed" "$addr" "$port" \
+	RS_TIMEOUT=120 rs_exec "$cns" $pre "$RS_BIN/diff-stream" ${DIFF_T:-} -c "$seed" "$addr" "$port" \
 		>"$RS_TMP/$name-cli.out" 2>"$RS_TMP/$name-cli.err" || true
 	rs_wait_pid "$RS_LASTPID" 30 || true
 	grep -hv '^ready$' "$RS_TMP/$name-srv.out" "$RS_TMP/$name-cli.out" | sort >"$RS_TMP/$name.txt"
@@ -97,5 +99,16 @@ verdict() {
 	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
 		$a[0] as $A |
 		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
+	verdict
+}
+
+@test "differential: generated programs in threads do on rshare across nodes what they do on kernel TCP" {
+	local failed n DIFF_T=-T
+	all_seeds "$NS_B" 7700
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
+		$b[0] as $B |
+		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
 	verdict
 }

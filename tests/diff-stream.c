@@ -4,15 +4,18 @@
  * kernel-tcp.bats).  The same seed run on kernel TCP and on rshare must
  * print the same transcript.
  *
- *   diff-stream -s SEED PORT        the server (prints "ready")
- *   diff-stream -c SEED ADDR PORT   the client
- *   diff-stream -p SEED             print the generated program
+ *   diff-stream [-T] -s SEED PORT        the server (prints "ready")
+ *   diff-stream [-T] -c SEED ADDR PORT   the client
+ *   diff-stream -p SEED                  print the generated program
  *
  * From the seed both sides derive the same program: a few connections,
  * each a list of steps.  The client opens the connections one after the
  * other (blocking or nonblocking connect), then forks a child for each;
  * the server forks a child per accepted connection (fork-per-connection),
- * so several processes and forked children run at once.  Steps:
+ * so several processes and forked children run at once.  With -T each
+ * side runs its connections in threads of one process instead (a thread
+ * per connection, started as the connection comes), so that one thread
+ * closes a connection while another accepts or waits on the next.  Steps:
  *   data    one side writes N bytes (1 B to 4 MiB, in chunks, so several
  *           writes come before the reads), blocking or nonblocking with
  *           poll; the other reads them with read, or nonblocking with
@@ -38,6 +41,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +142,9 @@ static void print_prog(const struct prog *p)
 
 /* ---- one side of a connection ---- */
 
-static int side, conn_i; /* 0 client, 1 server */
+static int side; /* 0 client, 1 server */
+static __thread int conn_i;
+static int threaded; /* -T */
 static uint64_t seed_g;
 
 static void say(int step, const char *what, long v)
@@ -193,12 +199,12 @@ static int wait_ready(int fd, int mode, short ev)
 }
 
 /* stream positions per direction, so every byte is checked */
-static uint64_t pos_tx, pos_rx;
+static __thread uint64_t pos_tx, pos_rx;
 static uint64_t dir_seed(int from) { return seed_g * 131 + (uint64_t)conn_i * 2 + (uint64_t)from; }
 
 static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
 {
-	static uint8_t buf[1 << 16];
+	static __thread uint8_t buf[1 << 16];
 	uint32_t done = 0;
 	set_nonblock(fd, nb);
 	while (done < n) {
@@ -225,7 +231,7 @@ static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
  * negative number - 1000000000, or -errno. */
 static long do_read(int fd, uint32_t n, int mode)
 {
-	static uint8_t buf[1 << 16];
+	static __thread uint8_t buf[1 << 16];
 	uint32_t done = 0;
 	set_nonblock(fd, mode != RD_BLOCK);
 	while (done < n) {
@@ -269,16 +275,30 @@ static void report_read(int step, long r, uint32_t want)
 
 static void on_alarm(int sig) { (void)sig; }
 
+/* threads: the signal goes to the thread that reads, 100 ms from now */
+static void *alarm_thread(void *arg)
+{
+	usleep(100000);
+	pthread_kill(*(pthread_t *)arg, SIGALRM);
+	return NULL;
+}
+
 static void step_intr(int fd, int step, const struct step *st)
 {
 	char b = 1;
 	if (side == st->from) {
 		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
 		struct itimerval it = {.it_value = {0, 100000}};
+		pthread_t me = pthread_self(), al;
 		ssize_t r;
 		sigaction(SIGALRM, &sa, NULL);
-		setitimer(ITIMER_REAL, &it, NULL);
+		if (!threaded)
+			setitimer(ITIMER_REAL, &it, NULL);
+		else if (pthread_create(&al, NULL, alarm_thread, &me) != 0)
+			t_die("pthread_create: %s", strerror(errno));
 		r = read(fd, &b, 1);
+		if (threaded)
+			pthread_join(al, NULL);
 		say(step, r < 0 ? ename(errno) : "data", -1);
 		b = 1;
 		(void)!write(fd, &b, 1);
@@ -357,7 +377,30 @@ static void run_conn(int fd, const struct conn *c)
 	for (int j = 0; j < c->nsteps; j++)
 		run_step(fd, j, &c->st[j]);
 	run_end(fd, c);
-	_exit(0);
+	if (!threaded)
+		_exit(0);
+}
+
+/* -T: a connection in a thread of its own */
+struct conn_arg {
+	int fd, i;
+	const struct conn *c;
+	pthread_t th;
+};
+
+static void *conn_thread(void *arg)
+{
+	struct conn_arg *a = arg;
+	conn_i = a->i;
+	run_conn(a->fd, a->c);
+	return NULL;
+}
+
+static void conn_start(struct conn_arg *a, int fd, int i, const struct conn *c)
+{
+	*a = (struct conn_arg){.fd = fd, .i = i, .c = c};
+	if (pthread_create(&a->th, NULL, conn_thread, a) != 0)
+		t_die("pthread_create: %s", strerror(errno));
 }
 
 /* ---- the two programs ---- */
@@ -370,18 +413,25 @@ static int server(const struct prog *p, int port)
 	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
 		t_die("server: %s", strerror(errno));
+	struct conn_arg th[MAX_CONNS];
 	printf("ready\n");
 	fflush(stdout);
 	for (conn_i = 0; conn_i < p->nconns; conn_i++) {
 		int fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
 			t_die("accept: %s", strerror(errno));
+		if (threaded) {
+			conn_start(&th[conn_i], fd, conn_i, &p->c[conn_i]);
+			continue;
+		}
 		if (fork() == 0) {
 			close(lfd);
 			run_conn(fd, &p->c[conn_i]);
 		}
 		close(fd);
 	}
+	for (int i = 0; threaded && i < p->nconns; i++)
+		pthread_join(th[i].th, NULL);
 	while (wait(NULL) > 0)
 		;
 	return 0;
@@ -407,8 +457,16 @@ static int client(const struct prog *p, const char *addr, int port)
 	side = 0;
 	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
 		t_die("bad address %s", addr);
+	struct conn_arg th[MAX_CONNS];
 	for (int i = 0; i < p->nconns; i++)
 		fds[i] = open_conn(&a, p->c[i].nb_connect);
+	if (threaded) {
+		for (int i = 0; i < p->nconns; i++)
+			conn_start(&th[i], fds[i], i, &p->c[i]);
+		for (int i = 0; i < p->nconns; i++)
+			pthread_join(th[i].th, NULL);
+		return 0;
+	}
 	for (conn_i = 0; conn_i < p->nconns; conn_i++)
 		if (fork() == 0) {
 			for (int i = 0; i < p->nconns; i++)
@@ -427,6 +485,11 @@ int main(int argc, char **argv)
 {
 	struct prog p;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "-T")) {
+		threaded = 1;
+		argv++;
+		argc--;
+	}
 	if (argc >= 3)
 		seed_g = strtoull(argv[2], NULL, 0);
 	gen(seed_g, &p);
@@ -438,6 +501,6 @@ int main(int argc, char **argv)
 		return server(&p, atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "-c"))
 		return client(&p, argv[3], atoi(argv[4]));
-	fprintf(stderr, "usage: diff-stream -s SEED PORT | -c SEED ADDR PORT | -p SEED\n");
+	fprintf(stderr, "usage: diff-stream [-T] -s SEED PORT | [-T] -c SEED ADDR PORT | -p SEED\n");
 	return 2;
 }
