@@ -44,7 +44,7 @@ struct vlink {
 	struct vx *vx;
 	struct xlink *l;
 	struct rdma_cm_id *id;
-	int closed, established;
+	int closed, established, disconnected;
 	uint64_t seq, done;    /* posted / completed send sequence */
 	struct vpost *fifo;
 	uint32_t f_head, f_n, f_cap;
@@ -75,8 +75,9 @@ struct vx {
 	struct xwc *q;
 	uint32_t q_head, q_n, q_cap;
 	struct vlink *links;
-	struct vlink **dead;
+	struct vlink **dead;      /* closed: destroyed at the next chance, the port up */
 	uint32_t ndead, dead_cap;
+	uint8_t port;             /* the device port the links use (0: not known yet) */
 	unsigned unacked;
 };
 

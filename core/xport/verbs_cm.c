@@ -21,10 +21,26 @@
 #include "err.h"
 #include "log.h"
 
+/* Is the device's port up?  While it is down (its network interface
+ * went down), the connection manager must send nothing: on Soft-RoCE a
+ * node whose connection manager sent while its port was down drops every
+ * connection request it gets afterwards, a restarted hub's and rping's
+ * too (tests/vm/link-cut.sh).  A cm id that is disconnected or destroyed
+ * sends a DREQ or a REJ: both wait for the port to come back. */
+static int port_up(struct vx *vx)
+{
+	struct ibv_port_attr a;
+	return ibv_query_port(vx->ctx, vx->port ? vx->port : 1, &a) < 0 || a.state == IBV_PORT_ACTIVE;
+}
+
 void verbs_destroy_dead(struct vx *vx)
 {
+	if (vx->ndead && !port_up(vx))
+		return;
 	for (uint32_t i = 0; i < vx->ndead; i++) {
 		struct vlink *vl = vx->dead[i];
+		if (vl->id && vl->established && !vl->disconnected)
+			rdma_disconnect(vl->id);
 		if (vl->id) {
 			if (vl->id->qp)
 				rdma_destroy_qp(vl->id);
@@ -77,6 +93,7 @@ static int make_qp(struct vx *vx, struct vlink *vl)
 		log_warn("verbs: cannot add receives for another link: %s", strerror(errno));
 	vl->info.qpn = vl->id->qp->qp_num;
 	vl->info.dev_port = vl->id->port_num;
+	vx->port = vl->id->port_num;
 	snprintf(vl->info.dev, sizeof(vl->info.dev), "%s", ibv_get_device_name(vx->ctx->device));
 	return 0;
 }
@@ -162,6 +179,7 @@ static void on_cm(struct vx *vx, struct rdma_cm_event *e)
 		return;
 	switch (e->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		log_debug("verbs: link %u: address resolved", vl->l->id);
 		if (e->id->verbs != vx->ctx) {
 			fail(vl, "peer not reachable through our RDMA device");
 			break;
@@ -170,6 +188,7 @@ static void on_cm(struct vx *vx, struct rdma_cm_event *e)
 			fail(vl, "rdma_resolve_route failed");
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		log_debug("verbs: link %u: route resolved, connecting", vl->l->id);
 		if (make_qp(vx, vl) < 0) {
 			fail(vl, "cannot create a queue pair");
 			break;
@@ -273,8 +292,10 @@ void verbs_link_close(struct xlink *l)
 		return;
 	vx = vl->vx;
 	vl->closed = 1;
-	if (vl->id && vl->established)
+	if (vl->id && vl->established && port_up(vx)) {
 		rdma_disconnect(vl->id);
+		vl->disconnected = 1;
+	}
 	for (pp = &vx->links; *pp; pp = &(*pp)->next)
 		if (*pp == vl) {
 			*pp = vl->next;

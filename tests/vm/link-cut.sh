@@ -36,8 +36,21 @@ wait_file() { # FILE SECS
 	return 1
 }
 stat_json() { timeout 10 "$B/rshare" stat --json; }
+# what the network and the RDMA device say, after a failure
+net_state() {
+	echo "# node $node: ip neigh: $(ip neigh | tr '\n' ';')"
+	echo "# node $node: rdma link: $(rdma link 2>&1 | tr '\n' ';')"
+	echo "# node $node: gids: $(cat /sys/class/infiniband/*/ports/1/gids/* 2>/dev/null | grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' | tr '\n' ' ')"
+	echo "# node $node: addresses: $(ip -br addr | tr '\n' ';')"
+	echo "# node $node: udp: $(grep '^Udp:' /proc/net/snmp | tail -1)"
+	echo "# node $node: cm ids: $(rdma resource show cm_id 2>&1 | tr '\n' ';')"
+	echo "# node $node: qps: $(rdma resource show qp 2>&1 | tr '\n' ';')"
+	echo "# node $node: gid types: $(cd /sys/class/infiniband/rxe0/ports/1/gid_attrs 2>/dev/null && grep -H . types/0 types/1 ndevs/0 ndevs/1 2>&1 | tr '\n' ' ')"
+	dmesg | tail -n 25 | sed "s/^/# node $node: dmesg: /"
+	echo "# node $node: counters: $(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && grep -H . * | grep -v ':0$' | tr '\n' ' ')"
+}
 
-RSHARE_LOG=info "$B/rshared" --transport verbs >"$T/hub.log" 2>&1 &
+RSHARE_LOG=${RSHARE_LINKCUT_LOG:-info} "$B/rshared" --transport verbs >"$T/hub.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
 	stat_json >/dev/null 2>&1 && break
@@ -52,8 +65,14 @@ if [[ $node == 2 ]]; then
 	wait_file "$dir/cut" 300 || exit 1
 	ip link set eth0 down
 	touch "$dir/cut-done"
+	wait_file "$dir/restore" 300 && { ip link set eth0 up; touch "$dir/restore-done"; }
+	for _ in $(seq 3000); do
+		[[ -e $dir/finished || -e $dir/diag ]] && break
+		sleep 0.1
+	done
+	# its story, when node 1 saw a failure
+	[[ -e $dir/diag ]] && { tail -n 25 "$T/hub.log"; net_state; touch "$dir/diag-done"; }
 	wait_file "$dir/finished" 300
-	[[ -e $dir/failed ]] && tail -n 25 "$T/hub.log" # its story, when node 1 saw a failure
 	exit 0
 fi
 
@@ -83,6 +102,9 @@ pids+=("$idle_pid")
 for _ in $(seq 300); do grep -q '^done$' "$T/idle.out" && break; sleep 0.1; done
 if ! grep -q 'verified=4 resets=0 errors=0' "$T/idle.out"; then
 	nok "idle connections to node 2 were not set up: $(tr '\n' ' ' <"$T/idle.out")"
+	grep -v 'pool\|process' "$T/hub.log" | tail -n 8
+	touch "$dir/diag"
+	wait_file "$dir/diag-done" 30
 	fin
 fi
 stat_json >"$T/before.json"
@@ -121,6 +143,33 @@ fi
 closed=$(jq '[.sockets[] | select(.state == "closed")] | length' "$T/after.json" 2>/dev/null)
 echo "# after ${secs} s: links_dropped $(jq .counters.links_dropped "$T/after.json" 2>/dev/null), sockets closed ${closed:-?}"
 touch "$T/release"
+
+# the wire back: new connections get a verbs link again
+touch "$dir/restore"
+wait_file "$dir/restore-done" 60 || nok "node 2 did not bring its link up again"
+fb0=$(jq .counters.fallback_connects "$T/after.json" 2>/dev/null)
+t0=$SECONDS
+back=0
+while ((SECONDS - t0 < 60)); do
+	timeout 60 "$B/rshare" run -- "$B/tests/echo-client" -c 4 -n 2 -m 65536 10.77.0.2 7301 >"$T/back.out" 2>&1
+	stat_json >"$T/back.json" 2>/dev/null
+	up=$(jq '[.links[] | select(.transport == "verbs" and .state == "up")] | length' "$T/back.json" 2>/dev/null)
+	fb=$(jq .counters.fallback_connects "$T/back.json" 2>/dev/null)
+	if grep -q 'verified=4 resets=0 errors=0' "$T/back.out" && [[ $up == 1 && $fb == "$fb0" ]]; then
+		back=1
+		break
+	fi
+	sleep 1
+done
+if ((back)); then
+	ok "after the wire came back, new connections to node 2 took a new verbs link within $((SECONDS - t0)) s, none fell back: $(tr '\n' ' ' <"$T/back.out")"
+else
+	nok "60 s after the wire came back: verbs links up ${up:-?}, fallback_connects ${fb0:-?} -> ${fb:-?}: $(tr '\n' ' ' <"$T/back.out")"
+	grep -v 'pool\|process' "$T/hub.log" | tail -n 8
+	net_state
+	touch "$dir/diag"
+	wait_file "$dir/diag-done" 30
+fi
 
 # the same-node echo went on
 wait "$local_pid"
