@@ -30,16 +30,29 @@ ok() { echo "ok - $*"; pass=$((pass + 1)); }
 nok() { echo "not ok - $*"; fail=$((fail + 1)); }
 check() { local d=$1; shift; if "$@" >/dev/null; then ok "$d"; else nok "$d"; fi; }
 
+declare -A hubpid
 hub() { # NAME ADDR: start a verbs hub
 	RSHARE_HUB_NAME=$1 RSHARE_LOG=info "$B/rshared" --addr "$2" --transport verbs >"$T/$1.log" 2>&1 &
 	pids+=($!)
+	hubpid[$1]=$!
 	for _ in $(seq 100); do
 		RSHARE_HUB_NAME=$1 "$B/rshare" stat --json >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
 	echo "hub $1 did not start:"; cat "$T/$1.log"; return 1
 }
-stat_of() { RSHARE_HUB_NAME=$1 "$B/rshare" stat --json; }
+stat_of() { RSHARE_HUB_NAME=$1 timeout 10 "$B/rshare" stat --json; }
+# hub_state NAME: what a hub is doing, for a stall: its state, where the
+# kernel has it, the CPU it took in one second, its log's end
+hub_state() {
+	local p=${hubpid[$1]} t0 t1
+	t0=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null)
+	sleep 1
+	t1=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null)
+	echo "# $1 (pid $p): $(grep '^State' "/proc/$p/status" 2>/dev/null), wchan $(cat "/proc/$p/wchan" 2>/dev/null), $((${t1:-0} - ${t0:-0})) ticks of CPU in 1 s"
+	sed "s/^/#   $1 kernel stack: /" "/proc/$p/stack" 2>/dev/null | head -n 8
+	tail -n 15 "$T/$1.log" | sed "s/^/#   $1 log: /"
+}
 on() { local h=$1; shift; RSHARE_HUB_NAME=$h RSHARE_NO_AUTOSTART=1 timeout 300 "$B/rshare" run -- "$@"; }
 rc_qps() { rdma resource show qp 2>/dev/null | grep -c 'type RC'; }
 
@@ -207,11 +220,16 @@ eprc=""
 for i in 1 2 3 4; do
 	# a client still at it after 120 s is stuck: what the hubs hold of it
 	# goes to the output before its timeout ends it
-	wait_line "$T/epc$i.out" '^echo-client:' 1 120 && continue
+	# by the clock: under TCG a polling loop's 0.1 s steps take far longer
+	dl=$((SECONDS + 120))
+	while ((SECONDS < dl)) && ! grep -q '^echo-client:' "$T/epc$i.out"; do sleep 1; done
+	grep -q '^echo-client:' "$T/epc$i.out" && continue
 	echo "# epoll client $i: no summary after 120 s; the hubs' connections (lingering ones left out):"
 	for hb in hubA hubB; do
 		stat_of "$hb" | jq -c --arg h "$hb" '.sockets[] | select(.state != "listening" and .state != "linger") |
 			{h: $h, sid, state, bytes_tx, bytes_rx, rx_ring, tx_ring, holders}' | head -n 40 | sed 's/^/#   /'
+		stat_of "$hb" | jq -c '.counters' | sed 's/^/#   counters: /'
+		hub_state "$hb"
 	done
 done
 for i in 1 2 3 4; do wait "${epc[$i]}"; eprc+=" $?"; done
