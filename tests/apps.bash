@@ -20,6 +20,7 @@
 #   app_rates NAME RSHARE KERNEL [UNIT]
 #                                  prints "# NAME: rshare R req/s, kernel TCP K req/s"
 #   app_stop PID [SECS]            SIGTERM (or $APP_STOP_SIG) and wait for the exit
+#   ab_counts FILE                 ab's counts on one line: complete=C failed=F non2xx=N
 #
 # Each test runs the benchmark three ways and a few checks each way:
 #   kernel TCP  nothing preloaded: the baseline, and proof that the harness
@@ -216,4 +217,10 @@ app_run() {
 		tail -n 15 "$RS_TMP/$name.out" "$RS_TMP/$name.err" >&2
 	fi
 	return $rc
+}
+
+# ab_counts FILE: ab's counts on one line
+ab_counts() {
+	awk '/^Complete requests/ {c=$3} /^Failed requests/ {f=$3} /^Non-2xx/ {n=$3}
+		END {printf "complete=%s failed=%s non2xx=%s\n", c, f, n + 0}' "$1"
 }

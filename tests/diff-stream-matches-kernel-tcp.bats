@@ -76,6 +76,16 @@ all_seeds() {
 	done
 }
 
+# took_link: node B's link carried the $n connections of the rshare runs,
+# none fell back to kernel TCP
+took_link() {
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
+		$b[0] as $B |
+		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+}
+
 verdict() {
 	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
 	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
@@ -84,11 +94,7 @@ verdict() {
 @test "differential: generated programs do on rshare across nodes what they do on kernel TCP" {
 	local failed n
 	all_seeds "$NS_B" 7300
-	rs_stat "$NS_B" >"$RS_TMP/statB.json"
-	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
-		$b[0] as $B |
-		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
-		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+	took_link
 	verdict
 }
 
@@ -105,10 +111,6 @@ verdict() {
 @test "differential: generated programs in threads do on rshare across nodes what they do on kernel TCP" {
 	local failed n DIFF_T=-T
 	all_seeds "$NS_B" 7700
-	rs_stat "$NS_B" >"$RS_TMP/statB.json"
-	rs_jq_check "the rshare runs took the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
-		$b[0] as $B |
-		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
-		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+	took_link
 	verdict
 }

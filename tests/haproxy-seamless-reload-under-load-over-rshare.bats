@@ -56,8 +56,7 @@ run_reloads() {
 			2>>"$d/reload.err" || rs_fail "reload $i: $(cat "$d/reload.err")"
 	done
 	rs_wait_pid "$abpid" 120 >/dev/null
-	out=$(awk '/^Complete requests/ {c=$3} /^Failed requests/ {f=$3} /^Non-2xx/ {n=$3}
-		END {printf "complete=%s failed=%s non2xx=%s\n", c, f, n + 0}' "$RS_TMP/ab-$port.out")
+	out=$(ab_counts "$RS_TMP/ab-$port.out")
 	# refused, reset or cut short: none of those, whatever else
 	errs=$(grep -o '(Connect: [0-9]*, Receive: [0-9]*, Length: [0-9]*, Exceptions: [0-9]*)' "$RS_TMP/ab-$port.out" |
 		sed 's/Length: [0-9]*, //')

@@ -26,12 +26,6 @@ teardown() {
 	rs_teardown
 }
 
-# ab_counts FILE: ab's counts on one line
-ab_counts() {
-	awk '/^Complete requests/ {c=$3} /^Failed requests/ {f=$3} /^Non-2xx/ {n=$3}
-		END {printf "complete=%s failed=%s non2xx=%s\n", c, f, n + 0}' "$1"
-}
-
 # listening_on NS PORT: the listeners of the hub of NS on PORT
 listening_on() {
 	rs_stat "$1" | jq --argjson p "$2" '[.sockets[] | select(.state == "listening" and (.local | endswith(":\($p)")))] | length'

@@ -32,8 +32,7 @@ run_ab() {
 	rs_wait_ready "srv-$port"
 	RS_TIMEOUT=120 rs_exec "$NS_B" $pre ab -q -s 10 -n 6000 -c 8 "http://$ADDR_A:$port/" \
 		>"$RS_TMP/ab-$port.out" 2>&1 || true
-	ab=$(awk '/^Complete requests/ {c=$3} /^Failed requests/ {f=$3} /^Non-2xx/ {n=$3}
-		END {printf "complete=%s failed=%s non2xx=%s", c, f, n + 0}' "$RS_TMP/ab-$port.out")
+	ab=$(ab_counts "$RS_TMP/ab-$port.out")
 	kill -TERM "$(cat "$RS_TMP/srv-$port.pid")"
 	rs_wait_file "$RS_TMP/srv-$port.out" '^served=' 1 10
 	# errors: connections that ended with no request, which ab opens

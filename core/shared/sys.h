@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -75,7 +76,7 @@ static inline int sys_connect(int fd, const void *a, socklen_t l) { return (int)
 static inline ssize_t sys_sendmsg(int fd, const struct msghdr *m, int f) { return syscall(SYS_sendmsg, fd, m, f); }
 static inline ssize_t sys_recvmsg(int fd, struct msghdr *m, int f) { return syscall(SYS_recvmsg, fd, m, f); }
 static inline int sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
-static inline int sys_epoll_del(int ep, int fd) { return (int)syscall(SYS_epoll_ctl, ep, 2 /* EPOLL_CTL_DEL */, fd, NULL); }
+static inline int sys_epoll_del(int ep, int fd) { return (int)syscall(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, NULL); }
 static inline int sys_dup3(int o, int n, int f) { return (int)syscall(SYS_dup3, o, n, f); }
 /* never waiting, whatever O_NONBLOCK another holder of the file set */
 static inline ssize_t sys_recv_now(int fd, void *b, size_t n) { return syscall(SYS_recvfrom, fd, b, n, MSG_DONTWAIT, NULL, NULL); }
