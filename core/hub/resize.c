@@ -260,9 +260,14 @@ static int rx_switch(struct hub *h, struct hsock *s)
 	s->rx_switch = 0;
 	h->nswitch_waiting--;
 	s->rx_room = s->rx_size;
+	atomic_store(&s->as->rx_credit_size, 0);
 	ring_store(&s->as->rx.tail, s->rx_tail);
 	if (s->rx_fin) /* a FIN that came while the tail was held (route.c) */
 		atomic_fetch_or(&s->as->flags, SLOTF_RX_FIN);
+	/* what the reader took since the last quarter it asked credit for
+	 * was a quarter of the old ring, maybe more than the new one holds:
+	 * the peer learns it now, or it could wait on an empty ring */
+	hsock_credit(h, s);
 	hsock_wake(s);
 	return 1;
 }
@@ -301,6 +306,8 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 	}
 	s->rx_room = size > s->rx_size ? size : s->rx_size;
 	s->rx_offered = 1;
+	if (size < s->rx_size) /* the peer holds to the smaller window from now */
+		atomic_store(&s->as->rx_credit_size, (uint32_t)size);
 	/* the peer switches once what it has in flight fits: it must know
 	 * all the reader took, not only up to its last quarter */
 	if (s->rx_next_off)

@@ -131,6 +131,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->tx.head, 0);
 	atomic_store(&as->tx.tail, 0);
 	atomic_store(&as->rx_credit_mark, 0);
+	atomic_store(&as->rx_credit_size, 0);
 	atomic_store(&as->rx_sig, 0);
 	atomic_store(&as->tx_blk, 0);
 	as->pair_seg = as->pair_tx = as->pair_rx = 0;

@@ -193,6 +193,37 @@ static void json_procs(struct sb *s, struct hub *h)
 	}
 }
 
+/* a socket's stream positions and the flags of its flow, for a stall:
+ * where each ring stands, what the credit allows, what is under way */
+static void json_flow(struct sb *s, const struct hsock *x)
+{
+	const struct arena_slot *as = x->as;
+	sb_printf(s, "\"flow\":{\"nholders\":%u,\"queued\":%u,\"closing\":%u,\"fin\":\"%u%u%u%u\","
+		  "\"tx_posted\":%llu,\"tx_done\":%llu,\"peer_head\":%llu,\"peer_ring\":%u,"
+		  "\"peer_next\":%u,\"peer_next_ring\":%u,\"rx_tail\":%llu,\"rx_expect\":%llu,"
+		  "\"credit_sent\":%llu,\"rx_offered\":%u,\"rx_switch\":%u,\"rx_limited\":%u,"
+		  "\"rx_next_size\":%llu,\"rx_switch_at\":%llu,\"rx_room\":%llu,\"on_txwait\":%u,"
+		  "\"tx_watch\":%u,\"reset_after_tx\":%u",
+		  x->nholders, x->queued, x->closing, x->fin_pending, x->fin_sent, x->fin_done, x->rx_fin,
+		  (unsigned long long)x->tx_posted, (unsigned long long)x->tx_done,
+		  (unsigned long long)x->peer_head, x->peer_ring, x->peer_next, x->peer_next_ring,
+		  (unsigned long long)x->rx_tail, (unsigned long long)x->rx_expect,
+		  (unsigned long long)x->credit_sent, x->rx_offered, x->rx_switch, x->rx_limited,
+		  (unsigned long long)x->rx_next_size, (unsigned long long)x->rx_switch_at,
+		  (unsigned long long)x->rx_room, x->on_txwait, x->tx_watch, x->reset_after_tx);
+	if (as)
+		sb_printf(s, ",\"slot_state\":%u,\"slot_flags\":%u,\"rx_head\":%llu,\"rx_tail_pub\":%llu,"
+			  "\"rx_size\":%llu,\"tx_head\":%llu,\"tx_tail\":%llu,\"tx_size\":%llu,"
+			  "\"rx_sig\":%u,\"tx_blk\":%u,\"in_hold\":\"%u%u%u%u\"",
+			  atomic_load(&as->state), atomic_load(&as->flags),
+			  (unsigned long long)ring_load(&as->rx.head), (unsigned long long)ring_load(&as->rx.tail),
+			  (unsigned long long)as->rx.size, (unsigned long long)ring_load(&as->tx.head),
+			  (unsigned long long)ring_load(&as->tx.tail), (unsigned long long)as->tx.size,
+			  atomic_load(&as->rx_sig), atomic_load(&as->tx_blk), atomic_load(&as->rx_in),
+			  atomic_load(&as->rx_hold), atomic_load(&as->tx_in), atomic_load(&as->tx_hold));
+	sb_printf(s, "},");
+}
+
 /* "sockets", with the pids of their holders */
 static void json_socks(struct sb *s, struct hub *h)
 {
@@ -208,7 +239,7 @@ static void json_socks(struct sb *s, struct hub *h)
 		sb_printf(s, "%s{\"sid\":%u,\"gen\":%u,\"pool\":%llu,\"slot\":%u,\"state\":\"%s\","
 			  "\"link\":%u,\"peer_sid\":%u,\"local\":\"%s\",\"peer\":\"%s\","
 			  "\"bytes_tx\":%llu,\"bytes_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
-			  "\"rx_ring\":%llu,\"tx_ring\":%llu,\"same_node\":%s,\"holders\":[",
+			  "\"rx_ring\":%llu,\"tx_ring\":%llu,\"same_node\":%s,",
 			  first ? "" : ",", sid, x->gen, x->pool ? (unsigned long long)x->pool->id : 0ull,
 			  x->slot, state_str(x->state), x->link ? x->link->x.id : 0,
 			  x->peer ? tag_imm_sid(x->peer) : 0, addr_str(&x->local, a, sizeof(a)),
@@ -216,6 +247,8 @@ static void json_socks(struct sb *s, struct hub *h)
 			  (unsigned long long)sock_bytes(x, 0), (unsigned long long)x->cq_send,
 			  (unsigned long long)x->cq_recv, (unsigned long long)x->rx_size,
 			  (unsigned long long)x->tx_size, x->lp ? "true" : "false");
+		json_flow(s, x);
+		sb_printf(s, "\"holders\":[");
 		for (struct proc *pr = h->procs; pr; pr = pr->next)
 			if (proc_holds(pr, sid)) {
 				sb_printf(s, "%s%d", f2 ? "" : ",", (int)pr->pid);

@@ -360,8 +360,11 @@ VS_INLINE void recv_consumed(struct xfer *x, uint64_t tail, uint64_t pos)
 		else
 			ring_store(&v->c->head, pos);
 	} else {
+		uint64_t csz = atomic_load_explicit(&x->as->rx_credit_size, memory_order_relaxed);
 		ring_store(&v->c->head, pos);
-		if (pos - atomic_load(&x->as->rx_credit_mark) >= v->size / 4) {
+		if (!csz || csz > v->size)
+			csz = v->size;
+		if (pos - atomic_load(&x->as->rx_credit_mark) >= csz / 4) {
 			atomic_store(&x->as->rx_credit_mark, pos);
 			vs_ring_bell(x->slot, SLOTOP_CREDIT);
 		}

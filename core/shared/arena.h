@@ -30,7 +30,7 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 5
+#define ARENA_VERSION 6
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -90,6 +90,11 @@ struct arena_slot {
 	struct ring rx;               /* hub produces, process consumes */
 	struct ring tx;               /* process produces, hub consumes */
 	_Atomic uint64_t rx_credit_mark; /* rx.head when credit was last asked */
+	/* the window the peer holds to while a smaller receive ring is in the
+	 * making (core/hub/resize.c), 0 when it is the ring's size: credit
+	 * goes by the quarter of the smaller one, or the peer could wait on
+	 * bytes the reader took */
+	_Atomic uint32_t rx_credit_size;
 	/* readiness descriptor (core/hub/ready.c): rx_sig is 1 while a byte the hub
 	 * wrote may sit in it; tx_blk is 1 while a process filled it because
 	 * the send ring was full */

@@ -18,7 +18,9 @@
  * request before it, as RC guarantees.  The send queue keeps CTRL_RESERVE
  * entries for control messages; the shared receive queue is refilled on
  * every completion and, past it, the RNR retry of the connection (7:
- * forever) holds the sender back: nothing is dropped.  Any error
+ * forever) holds the sender back: nothing is dropped.  The peer's side
+ * may be established, and send, before ours is: a control message that
+ * comes before the hub posted the link's receives waits for them.  Any error
  * completion means the QP is lost: the link is dropped (its connections
  * reset) and the next connection builds a new one.
  *
@@ -203,6 +205,19 @@ static int verbs_post_send(struct xlink *l, uint64_t wr_id, const void *buf, uin
 	return send_ctl_now(vl, wr_id, buf);
 }
 
+/* A control message into the link's oldest posted receive, and its
+ * completion to the hub's queue. */
+static void deliver_recv(struct vlink *vl, const uint8_t *msg, uint32_t byte_len)
+{
+	struct vrecv *r = &vl->rq[vl->rq_head];
+	struct xwc wc = {.op = XWC_RECV, .byte_len = byte_len, .link = vl->l, .wr_id = r->wr_id};
+	uint32_t len = byte_len < WIRE_CTL_LEN ? byte_len : WIRE_CTL_LEN;
+	vl->rq_head = (vl->rq_head + 1) % vl->rq_cap;
+	vl->rq_n--;
+	memcpy(r->buf, msg, len < r->len ? len : r->len);
+	q_push(vl->vx, &wc);
+}
+
 static int verbs_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
 {
 	struct vlink *vl = VL(l);
@@ -222,6 +237,13 @@ static int verbs_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t 
 	}
 	vl->rq[(vl->rq_head + vl->rq_n) % vl->rq_cap] = (struct vrecv){wr_id, buf, len};
 	vl->rq_n++;
+	if (vl->e_n) {
+		/* a message that came early takes this receive at once */
+		struct vctl *m = &vl->early[vl->e_head];
+		vl->e_head = (vl->e_head + 1) % HUB_CTL_RECVS;
+		vl->e_n--;
+		deliver_recv(vl, m->msg, (uint32_t)m->wr_id);
+	}
 	return 0;
 }
 
@@ -279,19 +301,19 @@ static void on_wc(struct vx *vx, struct ibv_wc *w)
 			q_push(vx, &wc);
 		}
 	} else if (w->opcode == IBV_WC_RECV) {
-		struct vrecv *r;
-		struct xwc wc = {.op = XWC_RECV, .byte_len = w->byte_len, .link = vl->l};
-		if (!vl->rq_n) {
+		const uint8_t *msg = vx->rbufs + (size_t)w->wr_id * WIRE_CTL_LEN;
+		if (vl->rq_n) {
+			deliver_recv(vl, msg, w->byte_len);
+		} else if (!vl->established && (vl->early || (vl->early = calloc(HUB_CTL_RECVS, sizeof(*vl->early)))) &&
+			   vl->e_n < HUB_CTL_RECVS) {
+			/* the peer's side was up first and sent: ours is not yet
+			 * (its ESTABLISHED event comes after this completion) */
+			struct vctl *m = &vl->early[(vl->e_head + vl->e_n++) % HUB_CTL_RECVS];
+			memcpy(m->msg, msg, w->byte_len < WIRE_CTL_LEN ? w->byte_len : WIRE_CTL_LEN);
+			m->wr_id = w->byte_len;
+		} else {
 			fail(vl, "control messages overran the receives posted");
-			return;
 		}
-		r = &vl->rq[vl->rq_head];
-		vl->rq_head = (vl->rq_head + 1) % vl->rq_cap;
-		vl->rq_n--;
-		memcpy(r->buf, vx->rbufs + (size_t)w->wr_id * WIRE_CTL_LEN,
-		       w->byte_len < r->len ? w->byte_len : r->len);
-		wc.wr_id = r->wr_id;
-		q_push(vx, &wc);
 	} else {
 		complete_upto(vl, w->wr_id);
 	}

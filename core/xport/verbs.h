@@ -52,6 +52,10 @@ struct vlink {
 	uint32_t p_n, p_cap;
 	struct vrecv *rq;
 	uint32_t rq_head, rq_n, rq_cap;
+	/* control messages that came before the hub posted its receives (the
+	 * peer's side was established first): kept, in order, for them */
+	struct vctl *early;
+	uint32_t e_head, e_n;
 	uint32_t max_inline;
 	int want_room;
 	struct xlink_info info;  /* device, port, queue pair number */

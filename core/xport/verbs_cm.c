@@ -49,6 +49,7 @@ void verbs_destroy_dead(struct vx *vx)
 		free(vl->fifo);
 		free(vl->pend);
 		free(vl->rq);
+		free(vl->early);
 		free(vl);
 	}
 	vx->ndead = 0;
