@@ -326,9 +326,14 @@ static int ep_filter(int epfd, struct epoll_event *ev, int n)
 		r = &ep_recs[idx];
 		if (!r->used || d != ep_tag((int)idx) || cl_slot(r->slot)->gen != r->gen)
 			continue; /* a socket this process let go of */
+		/* what the kernel claimed and is not true is settled (the
+		 * descriptor made to say so again, and to change when it
+		 * does); what is reported is what the settling found true: the
+		 * state may have changed since the first look, and an edge
+		 * dropped then, with nothing settled, would not come again */
 		m = vs_poll_mask(r->slot);
 		if (ev[k].events & ~m & (EPOLLIN | EPOLLOUT))
-			vs_poll_settle(r->slot, ev[k].events);
+			m = vs_poll_settle(r->slot, ev[k].events);
 		m &= r->events | EPOLLERR | EPOLLHUP;
 		if (!m) {
 			if (r->events & EPOLLONESHOT) {

@@ -81,7 +81,7 @@ static int pp_collect_conns(struct pollfd *fds, nfds_t n, struct pollfd *k, int 
 		if (p && p->kind == FD_RS) {
 			unsigned m = vs_poll_mask(p->slot);
 			if (k[i].revents & ~m & (POLLIN | POLLOUT))
-				vs_poll_settle(p->slot, (unsigned)k[i].revents);
+				m = vs_poll_settle(p->slot, (unsigned)k[i].revents);
 			fds[i].revents = (short)(m & ((unsigned)ev | POLLERR | POLLHUP));
 		}
 		ready += fds[i].revents != 0;

@@ -120,7 +120,8 @@ void vs_fork_child(void);                 /* in a new child: no call of its is u
 /* Readiness (vsock_poll.c; see core/hub/ready.c): the socket's readiness
  * descriptor, asked of the hub the first time (-errno on failure); the
  * socket's true readiness as POLL* bits; and, after the descriptor claimed
- * more than is true, bringing it in line (empty it, or fill it when the send ring is full). */
+ * more than is true, bringing it in line (empty it, or fill it when the send ring is full),
+ * which returns the true readiness it settled by. */
 int vs_poll_fd(uint32_t slot, uint32_t gen);
 int vs_poll_fd_cached(uint32_t slot);     /* -1 when it has none */
 /* The program's own descriptor as the readiness descriptor, so that a
@@ -138,7 +139,7 @@ int vs_poll_move(uint32_t slot, int fd);
 int vs_poll_self(uint32_t slot);
 void vs_poll_unself(uint32_t slot, int fd);
 unsigned vs_poll_mask(uint32_t slot);
-void vs_poll_settle(uint32_t slot, unsigned claimed);
+unsigned vs_poll_settle(uint32_t slot, unsigned claimed);
 /* Called when this process drops its last descriptor of a socket that has
  * a readiness descriptor, before it tells the hub (which may then give the
  * slot to a new socket at once) and before the descriptor is closed: the

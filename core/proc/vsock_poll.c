@@ -255,7 +255,7 @@ void vs_tx_settle(uint32_t slot, struct arena_slot *as)
 	vs_poll_bell(slot);
 }
 
-void vs_poll_settle(uint32_t slot, unsigned claimed)
+unsigned vs_poll_settle(uint32_t slot, unsigned claimed)
 {
 	struct arena_slot *as = cl_slot(slot);
 	unsigned m = vs_poll_mask(slot);
@@ -263,4 +263,5 @@ void vs_poll_settle(uint32_t slot, unsigned claimed)
 		vs_rx_settle(slot, as);
 	if ((claimed & POLLOUT) && !(m & POLLOUT))
 		vs_tx_settle(slot, as);
+	return m;
 }
