@@ -69,6 +69,7 @@ hub hubA "$A_ADDR" || exit 1
 hub hubB "$B_ADDR" || exit 1
 qp0=$(rc_qps)
 
+echo "# [${SECONDS} s] section 1"
 # 1. pre-fork echo, 8 workers x 64 connections, every byte checked, one QP per side
 RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 1500 "$B/rshare" run -- \
 	"$B/tests/echo-server" -w 8 7100 >"$T/srv.out" 2>"$T/srv.err" &
@@ -113,6 +114,7 @@ echo "# links:"; jq -c '.links[] | {transport, device, device_port, qpn, connect
 touch "$T/release"
 for i in 1 2 3 4; do wait "${cpids[$i]}" 2>/dev/null; done
 
+echo "# [${SECONDS} s] section 2"
 # 2. SIGKILL of a worker in the middle of transfers: its connections reset, the rest verified
 for i in 1 2; do
 	on hubB "$B/tests/echo-client" -r -t 10 -c 16 -s $((i + 10)) -m 32768 "$A_ADDR" 7100 \
@@ -141,6 +143,7 @@ check "hub A holds nothing of the killed worker" jq -e --argjson p "$victim" '
 	([.processes[] | select(.pid == $p)] | length == 0) and
 	([.sockets[] | select((.holders | index($p)) != null)] | length == 0)' "$T/a3.json"
 
+echo "# [${SECONDS} s] section 2b"
 # 2b. Worker kills in a loop under load: every batch verifies or sees
 # resets, the master respawns, and afterwards nothing is left behind (no
 # socket, no ring bytes beyond the listener's pool, still one QP per hub).
@@ -185,6 +188,7 @@ done
 check "after the kills hub A holds no connection of them and no dead worker; still $qp1 RC QPs" \
 	bash -c "[ $kleft -eq 0 ] && [ \$(rdma resource show qp 2>/dev/null | grep -c 'type RC') -eq $qp1 ]"
 
+echo "# [${SECONDS} s] section 2c"
 # 2c. A receiver that stops reading: the sender is held back by the rings
 # (blocking writes stall), nothing is lost, every byte verified after.
 on hubA "$B/tests/backpressure" recv -b 4096 -P 3000 -s 5 -n 4194304 7300 >"$T/bpr.out" 2>"$T/bpr.err" &
@@ -203,6 +207,7 @@ echo "# back-pressure over verbs: the sender stood at $p1 then $p2 bytes while t
 check "a receiver that sleeps holds the sender back over verbs ($p1 = $p2 < 4194304), then every byte verified" \
 	bash -c "[ -n '$p1' ] && [ '$p1' = '$p2' ] && [ '$p2' -lt 4194304 ] && grep -q '^received 4194304 verified' '$T/bpr.out'"
 
+echo "# [${SECONDS} s] section 2d"
 # 2d. Event-driven: 32 pre-forked workers, each with its own epoll set
 # holding the shared listener with EPOLLEXCLUSIVE and its connections
 # edge-triggered, echo 4 x 32 connections over verbs; every byte verified,
@@ -246,6 +251,7 @@ fi
 check "32 epoll EXCLUSIVE workers over verbs: 128 connections verified ($epv of 4 clients), each accepted once" \
 	bash -c "[ $epv -eq 4 ] && [[ '$ept' == 'total workers=32 reported=32 accepted=128 closed=128 errors=0 open=0 '* ]]"
 
+echo "# [${SECONDS} s] section 2e"
 # 2e. Programs that work on kernel TCP do the same over verbs: each runs
 # once plainly (kernel TCP between the two addresses: the reference) and
 # once with the server on hub A and the client on hub B.
@@ -285,6 +291,7 @@ for seed in 1 2 3 4 6; do
 		bash -c "{ '$B/tests/diff-stream' -c $seed '$A_ADDR' PORT; sleep 3; grep -v '^ready' '$T/s-PORT.out'; } | sort"
 done
 
+echo "# [${SECONDS} s] section 2f"
 # 2f. Rings that follow the load over verbs (tests/ring-resize.c): a
 # reader that stalls for 2 s, so that the blocked writer's send ring
 # grows, then reads 64 MiB as fast as it can (its receive ring grows
@@ -320,6 +327,7 @@ awk -v r="$rr_reg" 'BEGIN { n = split(r, a, " "); exit !(n == 2 && a[1] > 0 && a
 	jq -c '(.counters | {registered_bytes, registered_idle_bytes}), (.sockets[] | {sid, state, pool, rx_ring, tx_ring, holders})' \
 		"$T/rr-a.json" 2>/dev/null | head -n 12 | sed 's/^/#   hub A: /'
 
+echo "# [${SECONDS} s] section 3"
 # 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.
@@ -364,5 +372,6 @@ if ((fail)); then
 	echo "# what the hubs warned of:"
 	grep -h 'warn\|error' "$T/hubA.log" "$T/hubB.log" | tail -n 30 | sed 's/^/#   /'
 fi
+echo "# [${SECONDS} s] end"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
