@@ -98,14 +98,14 @@ static void good_file_cases(struct cfg *c, char *err, size_t errlen)
 		   "use rshare connect * 10.1.2.3\n"
 		   "use tcp both * [fd00::]/8:80\n"
 		   "use tcp connect cli?nt 192.168.0.0/16:22\n"
-		   "use tcp connect * 127.0.0.1:7000",
+		   "use tcp connect * 127.0.0.1:7000\nlink_timeout 900",
 		   c, err, errlen) == 0,
 	      "good file: %s", err);
 	CHECK(!strcmp(c->transport, "soft") && c->port == 19000 && c->log == LOG_LVL_DEBUG &&
 		      c->rcvbuf == 65536 && c->sndbuf == 1048576 && !strcmp(c->hub, "/opt/rshared") &&
-		      c->nrules == 6,
-	      "values %s %d %d %u %u %s %u", c->transport, c->port, c->log, c->rcvbuf, c->sndbuf, c->hub,
-	      c->nrules);
+		      c->link_timeout == 900 && c->nrules == 6,
+	      "values %s %d %d %u %u %s %d %u", c->transport, c->port, c->log, c->rcvbuf, c->sndbuf, c->hub,
+	      c->link_timeout, c->nrules);
 	choose(c, CFG_LISTEN, "srv", "0.0.0.0", 5003, CFG_TCP, 9);
 	choose(c, CFG_LISTEN, "srv", "0.0.0.0", 5010, CFG_RSHARE, 0);
 	choose(c, CFG_CONNECT, "srv", "10.9.9.9", 5003, CFG_RSHARE, 0);     /* listen rule only */
@@ -135,6 +135,8 @@ static void error_cases(void)
 	bad("rcvbuf 9G\n", "1: rcvbuf: '9G' is not a size from 4K to 4M");
 	bad("sndbuf 1\n", "1: sndbuf: '1' is not a size from 4K to 4M");
 	bad("hub rshared\n", "1: hub: 'rshared' is not an absolute path");
+	bad("link_timeout 0\n", "1: link_timeout: '0' is not a number of seconds (1-86400)");
+	bad("link_timeout 3s\n", "1: link_timeout: '3s' is not a number of seconds (1-86400)");
 	bad("port 1\nuse udp both * *\n", "2: use: 'udp' is not rshare or tcp");
 	bad("use tcp accept * *\n", "1: use: 'accept' is not listen, connect or both");
 	bad("use tcp both *\n",
@@ -174,6 +176,9 @@ static void env_cases(struct cfg *c, char *err, size_t errlen)
 	setenv("RSHARE_PORT", "", 1); /* empty: unset */
 	CHECK(cfg_env(c, err, errlen) == 0 && c->rcvbuf == 16384 && c->port == 1000, "env: %u %d",
 	      c->rcvbuf, c->port);
+	setenv("RSHARE_LINK_TIMEOUT", "30", 1);
+	CHECK(cfg_env(c, err, errlen) == 0 && c->link_timeout == 30, "env link_timeout: %d", c->link_timeout);
+	unsetenv("RSHARE_LINK_TIMEOUT");
 	setenv("RSHARE_LOG", "chatty", 1);
 	CHECK(cfg_env(c, err, errlen) == -1 &&
 		      !strcmp(err, "RSHARE_LOG: 'chatty' is not error, warn, info or debug"),

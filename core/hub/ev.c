@@ -78,6 +78,11 @@ uint64_t hub_node_id(const struct hub *h)
 	return h->node_id;
 }
 
+uint32_t hub_link_timeout_ms(const struct hub *h)
+{
+	return h->link_timeout_ms ? h->link_timeout_ms : HUB_LINK_TIMEOUT_S * 1000u;
+}
+
 const union sockaddr_any *hub_bind_addr(const struct hub *h)
 {
 	return &h->bind_addr;

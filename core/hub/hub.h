@@ -48,6 +48,7 @@
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
+#define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
@@ -320,6 +321,7 @@ struct hub {
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
+	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections reset) */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
 	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */

@@ -405,6 +405,7 @@ int hub_main(int argc, char **argv)
 	r = hub_options(h, argc, argv, &port, &daemon_mode);
 	if (r)
 		return r;
+	h->link_timeout_ms = (uint32_t)(cf.link_timeout > 0 ? cf.link_timeout : HUB_LINK_TIMEOUT_S) * 1000u;
 	h->port = (uint16_t)port;
 	if (hub_setup(h) < 0)
 		return 1;

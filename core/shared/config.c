@@ -151,6 +151,16 @@ int cfg_parse_spin(const char *s, int *out)
 	return 0;
 }
 
+int cfg_parse_link_timeout(const char *s, int *out)
+{
+	unsigned long v;
+	const char *e;
+	if (!s || cfg_parse_uint(s, &e, 86400, &v) < 0 || *e || !v)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 int cfg_parse_log(const char *s, int *out)
 {
 	static const char *names[] = {"error", "warn", "info", "debug"};
@@ -180,6 +190,7 @@ static void cfg_reset(struct cfg *c)
 	memset(c, 0, offsetof(struct cfg, rule));
 	c->log = -1;
 	c->spin_us = -1;
+	c->link_timeout = -1;
 }
 
 /* Cut LINE at its comment and into at most 6 words (TOK, NUL-ended in
@@ -284,6 +295,16 @@ static int set_spin(struct cfg *c, const char *key, const char *val, char *err, 
 	return 0;
 }
 
+static int set_link_timeout(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_link_timeout(val, &c->link_timeout) < 0) {
+		cfg_err_set(err, errlen, "link_timeout: '%s' is not a number of seconds (1-86400)", val);
+		return -1;
+	}
+	return 0;
+}
+
 /* uid_pools, uid_sockets, uid_memory */
 static int set_uid_limit(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
 {
@@ -327,6 +348,7 @@ static const struct cfg_key {
 	{"sndbuf", set_size},
 	{"hub", set_hub},
 	{"spin_us", set_spin},
+	{"link_timeout", set_link_timeout},
 	{"uid_pools", set_uid_limit},
 	{"uid_sockets", set_uid_limit},
 	{"uid_memory", set_uid_limit},
@@ -493,6 +515,10 @@ int cfg_env(struct cfg *c, char *err, size_t errlen)
 	}
 	if ((v = getenv("RSHARE_SPIN_US")) && *v && cfg_parse_spin(v, &c->spin_us) < 0) {
 		cfg_err_set(err, errlen, "RSHARE_SPIN_US: '%s' is not a number of microseconds (0-100000)", v);
+		return -1;
+	}
+	if ((v = getenv("RSHARE_LINK_TIMEOUT")) && *v && cfg_parse_link_timeout(v, &c->link_timeout) < 0) {
+		cfg_err_set(err, errlen, "RSHARE_LINK_TIMEOUT: '%s' is not a number of seconds (1-86400)", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_HUB")) && *v) {

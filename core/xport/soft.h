@@ -16,7 +16,6 @@
 
 #define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
 #define SOFT_IN_CHUNK (256u << 10)
-#define SOFT_PEER_TIMEOUT_MS 10000 /* unacknowledged data this long: the peer is gone */
 
 struct soft_recv {
 	uint64_t wr_id;

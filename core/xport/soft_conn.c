@@ -5,8 +5,10 @@
  *
  * Either side sends its HELLO first thing (queued until an outgoing
  * connection completes); the link is up when the peer's HELLO arrives
- * (soft_rx.c).  TCP keepalive and a user timeout make a vanished peer
- * noticed within about 10 s.
+ * (soft_rx.c).  TCP keepalive and a user timeout (the hub's link
+ * timeout, rshare.conf's link_timeout: 10 s unless set) make a vanished
+ * peer noticed within that time, idle or not; a shorter outage is
+ * ridden out by TCP itself, every byte kept.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -60,10 +62,11 @@ static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 	l->xpriv = sl;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a peer node that vanishes (its hub killed, its network cut) is
-	 * noticed within about 10 s, idle or not: its connections are reset */
+	 * noticed within the link timeout, idle or not (the user timeout
+	 * decides for keepalive too): its connections are reset */
 	{
-		int idle = 5, intvl = 1, cnt = 3;
-		unsigned tmo = SOFT_PEER_TIMEOUT_MS;
+		unsigned tmo = hub_link_timeout_ms(sx->h);
+		int idle = tmo >= 10000 ? 5 : tmo >= 2000 ? (int)(tmo / 2000) : 1, intvl = 1, cnt = 3;
 		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));

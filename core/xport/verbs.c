@@ -274,12 +274,9 @@ static void complete_upto(struct vlink *vl, uint64_t seq)
 	}
 }
 
-static void on_wc(struct vx *vx, struct ibv_wc *w)
+static void wc_take(struct vx *vx, struct ibv_wc *w)
 {
-	int is_recv = w->opcode & IBV_WC_RECV;
 	struct vlink *vl = by_qpn(vx, w->qp_num);
-	if (is_recv && w->wr_id < (uint64_t)vx->nblocks * SRQ_BLOCK && post_srq(vx, (uint32_t)w->wr_id))
-		log_error("verbs: cannot refill the shared receive queue");
 	if (!vl || vl->closed)
 		return; /* left over from a link already gone */
 	if (w->status != IBV_WC_SUCCESS) {
@@ -317,6 +314,17 @@ static void on_wc(struct vx *vx, struct ibv_wc *w)
 	} else {
 		complete_upto(vl, w->wr_id);
 	}
+}
+
+/* A completion, then its receive buffer back to the shared receive
+ * queue: only once a control message in it was copied out, or the next
+ * message could land in it first. */
+static void on_wc(struct vx *vx, struct ibv_wc *w)
+{
+	int is_recv = w->opcode & IBV_WC_RECV;
+	wc_take(vx, w);
+	if (is_recv && w->wr_id < (uint64_t)vx->nblocks * SRQ_BLOCK && post_srq(vx, (uint32_t)w->wr_id))
+		log_error("verbs: cannot refill the shared receive queue");
 }
 
 static int verbs_poll_cq(struct xport *xp, struct xwc *wc, int max)

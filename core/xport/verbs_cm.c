@@ -69,15 +69,27 @@ static void hello_param(struct vx *vx, struct rdma_conn_param *p, uint8_t *buf)
 	p->rnr_retry_count = 7; /* forever: a full receive queue delays, never drops */
 }
 
+/* The queue pair's ack timeout, as the exponent the verbs take (4.096 us
+ * times 2 to it): an unanswered send goes 7 times (hello_param: 6
+ * retries), so each try gets a seventh of the hub's link timeout, to the
+ * nearest power of two.  A shorter outage is ridden out by the retries,
+ * every byte kept; after it the link is dropped.  With the idle link's
+ * PING every 2 s a vanished peer is noticed as soon (without a timeout
+ * the queue pair may wait for ever). */
+static uint8_t ack_exponent(uint32_t timeout_ms)
+{
+	double try_us = timeout_ms * 1000.0 / 7 / 4.096;
+	uint8_t e = 12;
+	while (e < 31 && (double)(1u << e) * 1.4142 < try_us)
+		e++;
+	return e;
+}
+
 static int make_qp(struct vx *vx, struct vlink *vl)
 {
 	struct ibv_qp_init_attr a = {.send_cq = vx->cq, .recv_cq = vx->cq, .srq = vx->srq,
 				     .qp_type = IBV_QPT_RC, .sq_sig_all = 0};
-	/* an unanswered send is retried 6 times (hello_param), each after
-	 * 4.096 us * 2^16 (about 0.27 s), then fails and the link is dropped:
-	 * with the idle link's PING every 2 s, a vanished peer is noticed
-	 * within about 4 s (without a timeout the queue pair may wait for ever) */
-	uint8_t ack_timeout = 16;
+	uint8_t ack_timeout = ack_exponent(hub_link_timeout_ms(vx->h));
 	if (rdma_set_option(vl->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
 			    sizeof(ack_timeout)) < 0)
 		log_info("verbs: cannot set the ack timeout: %s", strerror(errno));

@@ -30,6 +30,9 @@ void hub_defer_free(struct hub *h, void *p); /* free(p) after the current batch 
 
 /* facts of this hub */
 uint64_t hub_node_id(const struct hub *h);
+/* how long a link may go unanswered, its peer silent or the wire cut,
+ * before the transport gives it up (rshare.conf: link_timeout) */
+uint32_t hub_link_timeout_ms(const struct hub *h);
 const union sockaddr_any *hub_bind_addr(const struct hub *h); /* family 0: any */
 void hub_count_malformed(struct hub *h); /* a peer broke the protocol */
 
