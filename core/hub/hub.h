@@ -94,6 +94,7 @@ struct pool {
 	uint32_t slot_hi;             /* slots at or above it were never used */
 	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
 	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
+	uint32_t slot_gen[ARENA_MAX_SLOTS]; /* slot -> the generation of its last socket */
 	struct pool *next;
 };
 

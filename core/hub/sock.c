@@ -114,7 +114,12 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	s->rx_size = rxsize;
 	s->tx_size = txsize;
 	s->sid = sid;
-	s->gen = ++h->gens[sid];
+	/* a generation new to the socket id (the links' tags name it so) and
+	 * to the slot (the processes name it by slot and generation): above
+	 * the last of both, or a late request or a stale epoll record of the
+	 * slot's last socket, under another id, would name this one */
+	s->gen = h->gens[sid] + 1 > p->slot_gen[slot] ? h->gens[sid] + 1 : p->slot_gen[slot] + 1;
+	h->gens[sid] = p->slot_gen[slot] = s->gen;
 	s->pool = p;
 	s->slot = slot;
 	s->evfd = -1;
