@@ -10,7 +10,11 @@
 # same-node path); the stat of the rshare run proves that its connections
 # took rshare.  Across nodes once more with each side's connections in
 # threads of one process (-T) instead of forked children, so that threads
-# close, accept and wait at once.  DIFF_SEEDS sets the seeds (default: the fixed set below,
+# close, accept and wait at once.  And with more of the socket calls (-X:
+# recv MSG_PEEK and MSG_WAITALL, readv, recvmsg, writev, sendmsg, send
+# MSG_DONTWAIT, edge-triggered epoll drained to EAGAIN, SO_RCVTIMEO, the
+# poll events of FIN and reset, SO_ERROR, the read and the write after a
+# reset), across nodes and within one.  DIFF_SEEDS sets the seeds (default: the fixed set below,
 # its first half in the sanitizer pass, plus every seed kept in
 # tests/diff/regressions).
 
@@ -38,7 +42,8 @@ seeds() {
 }
 
 # run_seed NAME SEED SERVER_NS CLIENT_NS ADDR PORT [--rshare]: the sorted
-# transcript of both sides in $RS_TMP/NAME.txt (DIFF_T=-T: in threads)
+# transcript of both sides in $RS_TMP/NAME.txt (DIFF_T: diff-stream's
+# flags, -T in threads, -X more calls)
 run_seed() {
 	local name=$1 seed=$2 sns=$3 cns=$4 addr=$5 port=$6 pre=${7:-}
 	rs_bg "$name-srv" "$sns" $pre "$RS_BIN/diff-stream" ${DIFF_T:-} -s "$seed" "$port"
@@ -54,7 +59,7 @@ compare() {
 	local seed=$1 a=$RS_TMP/$2.txt b=$RS_TMP/$3.txt
 	if ! diff -u "$a" "$b" >"$RS_TMP/diff-$seed-$3"; then
 		echo "seed $seed: the program" >&2
-		"$RS_BIN/diff-stream" -p "$seed" >&2
+		"$RS_BIN/diff-stream" ${DIFF_T:-} -p "$seed" >&2
 		echo "seed $seed: kernel TCP (-) against rshare (+)" >&2
 		head -n 40 "$RS_TMP/diff-$seed-$3" >&2
 		return 1
@@ -112,5 +117,24 @@ verdict() {
 	local failed n DIFF_T=-T
 	all_seeds "$NS_B" 7700
 	took_link
+	verdict
+}
+
+@test "differential: generated programs with more socket calls do on rshare across nodes what they do on kernel TCP" {
+	local failed n DIFF_T=-X
+	[[ ${RSHARE_SAN_PASS:-0} != 1 ]] || skip "the main pass runs it"
+	all_seeds "$NS_B" 7900
+	took_link
+	verdict
+}
+
+@test "differential: generated programs with more socket calls do on rshare within one node what they do on kernel TCP" {
+	local failed n DIFF_T=-X
+	[[ ${RSHARE_SAN_PASS:-0} != 1 ]] || skip "the main pass runs it"
+	all_seeds "$NS_A" 8100
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
+		$a[0] as $A |
+		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
 	verdict
 }

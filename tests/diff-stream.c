@@ -4,9 +4,9 @@
  * kernel-tcp.bats).  The same seed run on kernel TCP and on rshare must
  * print the same transcript.
  *
- *   diff-stream [-T] -s SEED PORT        the server (prints "ready")
- *   diff-stream [-T] -c SEED ADDR PORT   the client
- *   diff-stream -p SEED                  print the generated program
+ *   diff-stream [-T] [-X] -s SEED PORT        the server (prints "ready")
+ *   diff-stream [-T] [-X] -c SEED ADDR PORT   the client
+ *   diff-stream [-X] -p SEED                  print the generated program
  *
  * From the seed both sides derive the same program: a few connections,
  * each a list of steps.  The client opens the connections one after the
@@ -32,6 +32,14 @@
  *           writer's next read fails with ECONNRESET;
  *   linger0 one side closes with SO_LINGER 0: the other's read fails with
  *           ECONNRESET.
+ * With -X the same program uses more of the socket calls, drawn from a
+ * second stream of the seed (so a seed without -X stays the program it
+ * was): reads by recv MSG_PEEK then read, recv MSG_WAITALL, readv,
+ * recvmsg, or an edge-triggered epoll set drained to EAGAIN; writes by
+ * writev, sendmsg, or send MSG_DONTWAIT; a step "timeo" (a read under
+ * SO_RCVTIMEO with nothing coming: EAGAIN); and at the end the poll
+ * events that FIN or a reset raise, SO_ERROR after a reset, the read
+ * after it, and a write after it.
  * Each side prints one line per step it saw: "cC SS who what", where what
  * is "ok N", "eof", or an errno name, never a time.  The program that
  * would deadlock on kernel TCP is never generated.
@@ -50,6 +58,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,17 +67,23 @@
 #define MAX_CONNS 4
 #define MAX_STEPS 10
 
-enum { ST_DATA, ST_BOTH, ST_INTR };
+enum { ST_DATA, ST_BOTH, ST_INTR, ST_TIMEO };
 enum { END_FIN, END_UNREAD, END_LINGER0 };
 enum { RD_BLOCK, RD_POLL, RD_SELECT, RD_EPOLL, RD_NMODES };
 static const char *const rd_name[] = {"read", "poll", "select", "epoll"};
-static const char *const st_name[] = {"data", "both", "intr"};
+static const char *const st_name[] = {"data", "both", "intr", "timeo"};
+/* -X: how a step reads and writes */
+enum { XR_READ, XR_PEEK, XR_WAITALL, XR_READV, XR_RECVMSG, XR_EPOLLET, XR_N };
+enum { XW_WRITE, XW_WRITEV, XW_SENDMSG, XW_DONTWAIT, XW_N };
+static const char *const xr_name[] = {"read", "peek", "waitall", "readv", "recvmsg", "epollet"};
+static const char *const xw_name[] = {"write", "writev", "sendmsg", "dontwait"};
 static const char *const end_name[] = {"fin", "unread", "linger0"};
 
 struct step {
 	int kind, from;  /* from: 0 client, 1 server (the writer, or the reader for intr) */
 	uint32_t n, chunk;
 	int rmode, wnonblock;
+	int xr, xw; /* -X */
 };
 
 struct conn {
@@ -108,6 +123,27 @@ static void gen_step(uint64_t *s, struct step *st, int first, int speak_first)
 	st->wnonblock = (int)rnd(s, 2);
 }
 
+static int extended; /* -X */
+
+/* -X: the extra calls, from a stream of their own */
+static void gen_x(uint64_t seed, struct prog *p)
+{
+	uint64_t s = seed * 0xd1b54a32d192ed03ull + 7;
+	for (int i = 0; i < p->nconns; i++)
+		for (int j = 0; j < p->c[i].nsteps; j++) {
+			struct step *st = &p->c[i].st[j];
+			if (st->kind == ST_INTR && rnd(&s, 2))
+				st->kind = ST_TIMEO;
+			st->xr = (int)rnd(&s, XR_N);
+			st->xw = (int)rnd(&s, XW_N);
+			/* an edge-triggered set is its own way to wait; WAITALL blocks */
+			if (st->xr == XR_EPOLLET)
+				st->rmode = RD_EPOLL;
+			if (st->xr == XR_WAITALL)
+				st->rmode = RD_BLOCK;
+		}
+}
+
 static void gen(uint64_t seed, struct prog *p)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -123,6 +159,8 @@ static void gen(uint64_t seed, struct prog *p)
 		c->end_n = rnd_size(&s, 16 << 10); /* unread: within the first window */
 		c->nb_connect = (int)rnd(&s, 2);
 	}
+	if (extended)
+		gen_x(seed, p);
 }
 
 static void print_prog(const struct prog *p)
@@ -132,9 +170,12 @@ static void print_prog(const struct prog *p)
 		printf("c%d connect %s\n", i, c->nb_connect ? "nonblocking" : "blocking");
 		for (int j = 0; j < c->nsteps; j++) {
 			const struct step *st = &c->st[j];
-			printf("c%d %02d %s from %s n=%u chunk=%u %s %s\n", i, j, st_name[st->kind],
+			printf("c%d %02d %s from %s n=%u chunk=%u %s %s", i, j, st_name[st->kind],
 			       st->from ? "server" : "client", st->n, st->chunk, rd_name[st->rmode],
 			       st->wnonblock ? "nbwrite" : "write");
+			if (extended)
+				printf(" by %s/%s", xr_name[st->xr], xw_name[st->xw]);
+			printf("\n");
 		}
 		printf("c%d end %s by %s n=%u\n", i, end_name[c->end], c->end_from ? "server" : "client", c->end_n);
 	}
@@ -202,7 +243,29 @@ static int wait_ready(int fd, int mode, short ev)
 static __thread uint64_t pos_tx, pos_rx;
 static uint64_t dir_seed(int from) { return seed_g * 131 + (uint64_t)conn_i * 2 + (uint64_t)from; }
 
-static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
+/* one write of the step's kind (-X); like write(2) */
+static ssize_t write_x(int fd, const uint8_t *buf, uint32_t want, int xw)
+{
+	struct iovec v[3];
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = 2};
+	uint32_t a = want / 3, b = want / 2;
+	switch (xw) {
+	case XW_WRITEV:
+		v[0] = (struct iovec){(void *)buf, a};
+		v[1] = (struct iovec){(void *)(buf + a), want - a - a};
+		v[2] = (struct iovec){(void *)(buf + want - a), a};
+		return writev(fd, v, 3);
+	case XW_SENDMSG:
+		v[0] = (struct iovec){(void *)buf, b};
+		v[1] = (struct iovec){(void *)(buf + b), want - b};
+		return sendmsg(fd, &m, 0);
+	case XW_DONTWAIT:
+		return send(fd, buf, want, MSG_DONTWAIT);
+	}
+	return write(fd, buf, want);
+}
+
+static int do_write(int fd, uint32_t n, uint32_t chunk, int nb, int xw)
 {
 	static __thread uint8_t buf[1 << 16];
 	uint32_t done = 0;
@@ -213,8 +276,8 @@ static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
 		if (want > sizeof(buf))
 			want = sizeof(buf);
 		t_stream_fill(dir_seed(side), pos_tx, buf, want);
-		w = write(fd, buf, want);
-		if (w < 0 && errno == EAGAIN && nb && wait_ready(fd, RD_POLL, POLLOUT) == 0)
+		w = write_x(fd, buf, want, xw);
+		if (w < 0 && errno == EAGAIN && (nb || xw == XW_DONTWAIT) && wait_ready(fd, RD_POLL, POLLOUT) == 0)
 			continue;
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -227,38 +290,95 @@ static int do_write(int fd, uint32_t n, uint32_t chunk, int nb)
 	return (int)done;
 }
 
+/* one read of the step's kind (-X); like read(2).  A peek must see the
+ * bytes that the read after it takes. */
+static ssize_t read_x(int fd, uint8_t *buf, uint32_t want, int xr)
+{
+	static __thread uint8_t pk[1 << 16];
+	struct iovec v[2];
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = 1};
+	ssize_t r, r2;
+	switch (xr) {
+	case XR_PEEK:
+		r = recv(fd, pk, want, MSG_PEEK);
+		if (r <= 0)
+			return r;
+		r2 = read(fd, buf, (size_t)r);
+		if (r2 != r || memcmp(pk, buf, (size_t)r)) {
+			errno = EBADMSG;
+			return -1;
+		}
+		return r;
+	case XR_WAITALL:
+		return recv(fd, buf, want, MSG_WAITALL);
+	case XR_READV:
+		v[0] = (struct iovec){buf, want / 2};
+		v[1] = (struct iovec){buf + want / 2, want - want / 2};
+		return readv(fd, v, 2);
+	case XR_RECVMSG:
+		v[0] = (struct iovec){buf, want};
+		r = recvmsg(fd, &m, 0);
+		if (r > 0 && m.msg_flags) {
+			errno = EBADMSG;
+			return -1;
+		}
+		return r;
+	}
+	return read(fd, buf, want);
+}
+
 /* Read n bytes (all of them checked); n, or the count before EOF as a
  * negative number - 1000000000, or -errno. */
-static long do_read(int fd, uint32_t n, int mode)
+static long do_read(int fd, uint32_t n, int mode, int xr)
 {
 	static __thread uint8_t buf[1 << 16];
 	uint32_t done = 0;
+	int ep = -1;
+	long ret;
 	set_nonblock(fd, mode != RD_BLOCK);
+	if (xr == XR_EPOLLET) {
+		/* edge-triggered: read until EAGAIN, and only then wait */
+		struct epoll_event e = {.events = EPOLLIN | EPOLLET};
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+	}
 	while (done < n) {
 		uint32_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
 		ssize_t r;
-		if (mode != RD_BLOCK && wait_ready(fd, mode, POLLIN) < 0) {
-			set_nonblock(fd, 0);
-			return -ETIMEDOUT;
+		if (mode != RD_BLOCK && ep < 0 && wait_ready(fd, mode, POLLIN) < 0) {
+			ret = -ETIMEDOUT;
+			goto out;
 		}
-		r = read(fd, buf, want);
+		r = read_x(fd, buf, want, xr);
+		if (r < 0 && errno == EAGAIN && ep >= 0) {
+			struct epoll_event got;
+			if (epoll_wait(ep, &got, 1, 10000) != 1) {
+				ret = -ETIMEDOUT;
+				goto out;
+			}
+			continue;
+		}
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (r < 0) {
-			set_nonblock(fd, 0);
-			return -errno;
+			ret = -errno;
+			goto out;
 		}
 		if (r == 0)
 			break;
 		if (t_stream_check(dir_seed(!side), pos_rx, buf, (size_t)r) >= 0) {
-			set_nonblock(fd, 0);
-			return -EBADMSG;
+			ret = -EBADMSG;
+			goto out;
 		}
 		done += (uint32_t)r;
 		pos_rx += (uint64_t)r;
 	}
+	ret = done;
+out:
+	if (ep >= 0)
+		close(ep);
 	set_nonblock(fd, 0);
-	return done;
+	return ret;
 }
 
 static void report_read(int step, long r, uint32_t want)
@@ -310,24 +430,76 @@ static void step_intr(int fd, int step, const struct step *st)
 	}
 }
 
+/* -X: a read under SO_RCVTIMEO with nothing coming, then one byte that
+ * lets the other side go on */
+static void step_timeo(int fd, int step, const struct step *st)
+{
+	char b = 1;
+	ssize_t r;
+	if (side == st->from) {
+		struct timeval tv = {0, 100000}, none = {0, 0};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		r = read(fd, &b, 1);
+		say(step, r < 0 ? ename(errno) : "data", -1);
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+		b = 1;
+		(void)!write(fd, &b, 1);
+	} else {
+		while ((r = read(fd, &b, 1)) < 0 && errno == EINTR)
+			;
+		say(step, r == 1 ? "go" : r == 0 ? "eof" : ename(errno), -1);
+	}
+}
+
+/* -X: what poll reports for ev once something happened (10 s at most),
+ * of the bits in show */
+static void say_poll(int fd, int step, short ev, int ms, short show)
+{
+	static const struct { short bit; const char *name; } bits[] = {
+		{POLLIN, "IN"}, {POLLOUT, "OUT"}, {POLLERR, "ERR"}, {POLLHUP, "HUP"}, {POLLRDHUP, "RDHUP"},
+	};
+	struct pollfd p = {.fd = fd, .events = ev};
+	char out[64] = "poll";
+	if (poll(&p, 1, ms) != 1)
+		strcat(out, " none");
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+		if (p.revents & show & bits[i].bit) {
+			strcat(out, " ");
+			strcat(out, bits[i].name);
+		}
+	say(step, out, -1);
+}
+
+/* -X: a write of one byte where none can go */
+static void say_write(int fd, int step)
+{
+	char b = 1;
+	ssize_t w = write(fd, &b, 1);
+	say(step, w < 0 ? ename(errno) : "written", -1);
+}
+
 static void run_step(int fd, int step, const struct step *st)
 {
+	if (st->kind == ST_TIMEO) {
+		step_timeo(fd, step, st);
+		return;
+	}
 	if (st->kind == ST_INTR) {
 		step_intr(fd, step, st);
 		return;
 	}
 	if (st->kind == ST_BOTH) {
-		int w = do_write(fd, st->n, st->chunk, st->wnonblock);
+		int w = do_write(fd, st->n, st->chunk, st->wnonblock, st->xw);
 		if (w < 0)
 			say(step, ename(-w), -1);
-		report_read(step, do_read(fd, st->n, st->rmode), st->n);
+		report_read(step, do_read(fd, st->n, st->rmode, st->xr), st->n);
 		return;
 	}
 	if (side == st->from) {
-		int w = do_write(fd, st->n, st->chunk, st->wnonblock);
+		int w = do_write(fd, st->n, st->chunk, st->wnonblock, st->xw);
 		say(step, w < 0 ? ename(-w) : "sent", w < 0 ? -1 : w);
 	} else {
-		report_read(step, do_read(fd, st->n, st->rmode), st->n);
+		report_read(step, do_read(fd, st->n, st->rmode, st->xr), st->n);
 	}
 }
 
@@ -342,26 +514,49 @@ static void run_end(int fd, const struct conn *c)
 	if (c->end == END_FIN) {
 		if (me) {
 			shutdown(fd, SHUT_WR);
-			report_read(90, do_read(fd, c->end_n, RD_BLOCK), c->end_n);
+			if (extended) {
+				say_poll(fd, 85, POLLOUT, 0, POLLOUT); /* HUP follows the peer's FIN */
+				say_write(fd, 86);
+			}
+			report_read(90, do_read(fd, c->end_n, RD_BLOCK, XR_READ), c->end_n);
 			say(91, read(fd, &b, 1) == 0 ? "eof" : "not-eof", -1);
 		} else {
+			if (extended)
+				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
 			say(90, read(fd, &b, 1) == 0 ? "eof" : "not-eof", -1);
-			do_write(fd, c->end_n, c->end_n, 0);
+			do_write(fd, c->end_n, c->end_n, 0, XW_WRITE);
 		}
 	} else if (c->end == END_UNREAD) {
 		if (me) {
 			ssize_t r;
-			do_write(fd, c->end_n, c->end_n, 0);
+			do_write(fd, c->end_n, c->end_n, 0, XW_WRITE);
+			if (extended)
+				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
 			r = read(fd, &b, 1);
 			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
+			if (extended) {
+				say_write(fd, 92);
+				r = read(fd, &b, 1);
+				say(93, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
+			}
 		} else {
 			wait_ready(fd, RD_POLL, POLLIN);
 			say(90, "close-unread", -1);
 		}
 	} else {
 		if (me) {
-			ssize_t r = read(fd, &b, 1);
+			ssize_t r;
+			if (extended) {
+				int err = 0;
+				socklen_t el = sizeof(err);
+				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
+				getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+				say(86, err ? ename(err) : "so_error 0", -1);
+			}
+			r = read(fd, &b, 1);
 			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
+			if (extended)
+				say_write(fd, 92);
 		} else {
 			struct linger lg = {1, 0};
 			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -485,8 +680,11 @@ int main(int argc, char **argv)
 {
 	struct prog p;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc >= 2 && !strcmp(argv[1], "-T")) {
-		threaded = 1;
+	while (argc >= 2 && (!strcmp(argv[1], "-T") || !strcmp(argv[1], "-X"))) {
+		if (argv[1][1] == 'T')
+			threaded = 1;
+		else
+			extended = 1;
 		argv++;
 		argc--;
 	}
@@ -501,6 +699,6 @@ int main(int argc, char **argv)
 		return server(&p, atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "-c"))
 		return client(&p, argv[3], atoi(argv[4]));
-	fprintf(stderr, "usage: diff-stream [-T] -s SEED PORT | [-T] -c SEED ADDR PORT | -p SEED\n");
+	fprintf(stderr, "usage: diff-stream [-T] [-X] -s SEED PORT | [-T] [-X] -c SEED ADDR PORT | [-X] -p SEED\n");
 	return 2;
 }

@@ -7,7 +7,9 @@
 # kernel-tcp.bats).  Prints one line per divergent seed, with the
 # difference in build/diff/SEED-WHERE.diff, and "seeds N, divergent N" at
 # the end; exits 1 when a seed diverged.  A divergence that is fixed goes
-# into tests/diff/regressions.  As root (it makes namespaces).
+# into tests/diff/regressions.  DIFF_FLAGS adds flags of diff-stream to
+# every run (-T threads, -X more calls); DIFF_FLAGS=mixed draws them per
+# seed.  As root (it makes namespaces).
 set -u
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
@@ -41,14 +43,15 @@ done
 sleep 1
 
 # one SEED WHERE SERVER_NS CLIENT_NS PORT [rshare]: its sorted transcript
+# (diff-stream's flags in $flags)
 one() {
 	local seed=$1 where=$2 sns=$3 cns=$4 port=$5 pre=()
 	[[ ${6:-} == rshare ]] && pre=("$B/rshare" run --)
-	ip netns exec "$sns" timeout 120 "${pre[@]}" "$B/tests/diff-stream" -s "$seed" "$port" \
+	ip netns exec "$sns" timeout 120 "${pre[@]}" "$B/tests/diff-stream" $flags -s "$seed" "$port" \
 		>"$out/srv.out" 2>/dev/null &
 	local sp=$!
 	for _ in $(seq 50); do grep -q '^ready$' "$out/srv.out" 2>/dev/null && break; sleep 0.1; done
-	ip netns exec "$cns" timeout 120 "${pre[@]}" "$B/tests/diff-stream" -c "$seed" $addr_a "$port" \
+	ip netns exec "$cns" timeout 120 "${pre[@]}" "$B/tests/diff-stream" $flags -c "$seed" $addr_a "$port" \
 		>"$out/cli.out" 2>/dev/null
 	wait "$sp" 2>/dev/null
 	grep -hv '^ready$' "$out/srv.out" "$out/cli.out" | sort
@@ -59,6 +62,11 @@ n=0 bad=0 port=20000
 while ((SECONDS < end)); do
 	seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 	n=$((n + 1))
+	flags=${DIFF_FLAGS:-}
+	if [[ $flags == mixed ]]; then
+		mix=("" -X -T "-T -X")
+		flags=${mix[seed % 4]}
+	fi
 	for where in nodes node; do
 		port=$((port + 2))
 		((port > 60000)) && port=20002
@@ -69,7 +77,7 @@ while ((SECONDS < end)); do
 		[[ -s $out/k.txt ]] || one "$seed" "$where" "$A" "$cns" $((port += 2)) >"$out/k.txt"
 		one "$seed" "$where" "$A" "$cns" $((port + 1)) rshare >"$out/r.txt"
 		if ! diff -u "$out/k.txt" "$out/r.txt" >"$out/$seed-$where.diff"; then
-			echo "divergent: seed $seed ($where): build/diff/$seed-$where.diff"
+			echo "divergent: seed $seed ($where${flags:+, $flags}): build/diff/$seed-$where.diff"
 			bad=$((bad + 1))
 		else
 			rm -f "$out/$seed-$where.diff"

@@ -290,6 +290,14 @@ for seed in 1 2 3 4 6; do
 		"$B/tests/diff-stream" -s $seed PORT -- \
 		bash -c "{ '$B/tests/diff-stream' -c $seed '$A_ADDR' PORT; sleep 3; grep -v '^ready' '$T/s-PORT.out'; } | sort"
 done
+# with more of the socket calls (-X: peek, waitall, readv, sendmsg,
+# edge-triggered epoll, SO_RCVTIMEO, what a reset leaves)
+for seed in 1 5; do
+	port=$((port + 2))
+	same "differential program with more calls, seed $seed" $port $((port + 1)) \
+		"$B/tests/diff-stream" -X -s $seed PORT -- \
+		bash -c "{ '$B/tests/diff-stream' -X -c $seed '$A_ADDR' PORT; sleep 3; grep -v '^ready' '$T/s-PORT.out'; } | sort"
+done
 
 echo "# [${SECONDS} s] section 2f"
 # 2f. Rings that follow the load over verbs (tests/ring-resize.c): a
