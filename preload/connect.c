@@ -15,12 +15,24 @@
 /* connect again on an rshare socket: as the kernel answers it */
 /* A blocking connect again, on a connect under way (one a signal
  * interrupted): it waits, as the kernel's, and reports how it ended. */
+/* SO_SNDTIMEO of fd's kernel socket, where a connect's waiting time is
+ * set as the kernel's, in microseconds (0: none) */
+static int64_t conn_tmo_us(int fd)
+{
+	struct timeval tv = {0, 0};
+	socklen_t l = sizeof(tv);
+	if (R(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) < 0)
+		return 0;
+	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
 static int rs_connect_wait(int fd, struct pfd *p, const struct sockaddr *addr, socklen_t len)
 {
-	int r = vs_connect_wait(p->slot), e;
+	int r = vs_connect_wait(p->slot, conn_tmo_us(fd)), e;
 	uint32_t st;
 	if (r < 0) {
-		errno = r == -EINTR ? EINTR : ECONNRESET;
+		/* the time passed: the kernel's connect again says EALREADY */
+		errno = r == -EINTR ? EINTR : r == -EINPROGRESS ? EALREADY : ECONNRESET;
 		return -1;
 	}
 	if (rs_settle(fd, p))
@@ -113,17 +125,17 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return R(connect)(fd, addr, len);
 	if (R(fcntl)(fd, F_GETFL) & O_NONBLOCK)
 		return conn_start(fd, p, &dst, &local, addr, len);
-	r = vs_connect(&dst, &local, p->rxsize, p->txsize, &p->slot, &p->gen);
+	r = vs_connect(&dst, &local, p->rxsize, p->txsize, conn_tmo_us(fd), &p->slot, &p->gen);
 	if (r == 1)
 		return R(connect)(fd, addr, len);
-	if (r == -EINTR) {
-		/* interrupted: from now on as a nonblocking connect under way
-		 * (connect again waits for it, or EALREADY when nonblocking;
-		 * poll and SO_ERROR tell the end) */
+	if (r == -EINTR || r == -EINPROGRESS) {
+		/* interrupted, or SO_SNDTIMEO passed: from now on as a
+		 * nonblocking connect under way (connect again waits for it,
+		 * or EALREADY when nonblocking; poll and SO_ERROR tell the end) */
 		pfd_set(p, &(struct pfd){.kind = FD_RS, .family = p->family, .pending = 1,
 				 .flags = p->flags | PFD_CONNECT_UNTOLD, .optmask = p->optmask,
 				 .slot = p->slot, .gen = p->gen, .evfd = -1, .dst = dst});
-		errno = EINTR;
+		errno = -r;
 		return -1;
 	}
 	if (r < 0) {

@@ -81,7 +81,7 @@ struct pfd {
 	uint8_t flags;           /* PFD_*: what the kernel would remember of this socket */
 	uint32_t slot, gen;
 	uint32_t rxsize, txsize; /* SO_RCVBUF / SO_SNDBUF asked before connect or listen */
-	uint32_t optmask;        /* FD_TCP: options set on it (sockopt.c's table) */
+	uint32_t optmask;        /* FD_TCP, FD_LISTEN: options set on it (sockopt.c's table) */
 	int evfd;                /* listener: the hub's wake-up */
 	union sockaddr_any dst;
 };
@@ -195,6 +195,7 @@ PL_HIDDEN void pass_received(const struct msghdr *m);
 
 /* sockopt.c: the options set on fd's kernel socket go to its slot */
 PL_HIDDEN void so_carry(int fd, struct pfd *p);
+PL_HIDDEN void so_inherit(int lfd, const struct pfd *lp, uint32_t slot);
 /* SO_LINGER on with a zero time: a last close resets */
 PL_HIDDEN int so_abortive(int fd, const struct pfd *p);
 

@@ -149,10 +149,37 @@ void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t
 	*len = n;
 }
 
+/* The listener's SO_RCVTIMEO (the kernel listener holds it) as a deadline
+ * in ms of CLOCK_MONOTONIC, 0 when none */
+static int64_t accept_deadline(int fd)
+{
+	struct timeval tv = {0, 0};
+	socklen_t l = sizeof(tv);
+	struct timespec now;
+	if (R(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 || (!tv.tv_sec && !tv.tv_usec))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+}
+
+/* ms left before DEADLINE for poll: -1 without one, 0 once passed */
+static int poll_ms_left(int64_t deadline)
+{
+	struct timespec now;
+	int64_t ms;
+	if (!deadline)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = deadline - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+	return ms <= 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
 static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct arena_slot *ls = cl_slot(p->slot);
+	int64_t deadline = -1;
 	for (;;) {
+		int ms;
 		uint32_t ns, ng;
 		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
@@ -169,8 +196,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 				}
 			}
 			nfd = new_rs_fd(p, ns, ng, flags);
-			if (nfd >= 0)
+			if (nfd >= 0) {
+				so_inherit(fd, p, ns);
 				sock_fill_addr(&cl_slot(ns)->peer, addr, len);
+			}
 			return nfd;
 		}
 		if (r != -EAGAIN && !cl_hub_dead()) {
@@ -184,8 +213,17 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			errno = EAGAIN;
 			return -1;
 		}
-		r = R(poll)(pf, 2, -1);
-		if (r < 0 && errno == EINTR && !vs_restartable())
+		/* SO_RCVTIMEO on the listener, as the kernel's accept: EAGAIN,
+		 * and a signal ends the wait with EINTR, SA_RESTART or not */
+		if (deadline < 0)
+			deadline = accept_deadline(fd);
+		ms = poll_ms_left(deadline);
+		if (!ms) {
+			errno = EAGAIN;
+			return -1;
+		}
+		r = R(poll)(pf, 2, ms);
+		if (r < 0 && errno == EINTR && (deadline || !vs_restartable()))
 			return -1;
 	}
 }

@@ -12,7 +12,8 @@
  * rounded to the kernel's tick), shared by every process that holds the
  * socket as the kernel's are, and answered from there; those set on a
  * socket before it connected are carried there when its descriptor
- * changes (so_carry).  getsockopt answers SO_ERROR, SO_ACCEPTCONN and
+ * changes (so_carry), and those set on a listener go to the connections
+ * it accepts (so_inherit).  getsockopt answers SO_ERROR, SO_ACCEPTCONN and
  * SO_RCVBUF/SO_SNDBUF (the rings' sizes, unless the program set them)
  * itself, and TCP_INFO's state from the connection's.  O_NONBLOCK (fcntl
  * F_SETFL, ioctl FIONBIO) is kept in the slot's flags; a kernel listener
@@ -155,6 +156,19 @@ void so_carry(int fd, struct pfd *p)
 	p->optmask = 0;
 }
 
+/* An accepted connection takes the options set on its listener, as the
+ * kernel's accepted sockets do (timeouts, keepalive, linger, TCP_NODELAY,
+ * ...); its buffers follow the listener's rings already. */
+void so_inherit(int lfd, const struct pfd *lp, uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint32_t m = lp->optmask;
+	for (int i = 0; m; i++, m >>= 1)
+		if ((m & 1) && !(so_tab[i].level == SOL_SOCKET &&
+				 (so_tab[i].name == SO_RCVBUF || so_tab[i].name == SO_SNDBUF)))
+			so_keep(lfd, as, i);
+}
+
 /* This process's TCP sockets that stand in for a readiness descriptor:
  * [family][0] never set (it answers defaults), [family][1] set (it checks
  * what is set, and reads it back).  -1 when none can be made. */
@@ -204,6 +218,8 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 		return r;
 	if (p->kind == FD_RS) {
 		so_keep(k, cl_slot(p->slot), i);
+	} else if (p->kind == FD_LISTEN) {
+		p->optmask |= 1u << i; /* for the connections it accepts (so_inherit) */
 	} else if (p->kind == FD_TCP) {
 		p->optmask |= 1u << i;
 		if (level == SOL_SOCKET && len >= sizeof(int) && (name == SO_RCVBUF || name == SO_SNDBUF)) {

@@ -89,12 +89,15 @@ static inline uint32_t cl_slots_hi(void)
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize, int kfd,
 	      int *evfd, uint32_t *slot, uint32_t *gen);
 /* 0 established, 1 fallback to kernel TCP, -errno; -EINTR: a signal
- * handler without SA_RESTART came, the connect goes on (slot, gen set) */
+ * handler without SA_RESTART came, or -EINPROGRESS: TMO_US (SO_SNDTIMEO,
+ * 0 none) passed; the connect goes on (slot, gen set) */
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
-	       uint32_t txsize, uint32_t *slot, uint32_t *gen);
-/* Wait while the slot's connect is under way: 0 when it is over, -EINTR
- * (a handler without SA_RESTART), -ECONNRESET (the hub is gone). */
-int vs_connect_wait(uint32_t slot);
+	       uint32_t txsize, int64_t tmo_us, uint32_t *slot, uint32_t *gen);
+/* Wait while the slot's connect is under way, at most TMO_US (0: no
+ * limit): 0 when it is over, -EINTR (a handler without SA_RESTART, or
+ * any handler under a limit, as the kernel's), -EINPROGRESS (the time
+ * passed), -ECONNRESET (the hub is gone). */
+int vs_connect_wait(uint32_t slot, int64_t tmo_us);
 /* the CONNECT alone (a nonblocking connect): 0 under way, 1 fallback, -errno */
 int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
 		     uint32_t txsize, uint32_t *slot, uint32_t *gen);

@@ -305,21 +305,35 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
 	return 0;
 }
 
-int vs_connect_wait(uint32_t slot)
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 {
 	struct arena_slot *as = cl_slot(slot);
+	uint64_t end = tmo_us > 0 ? mono_ns() + (uint64_t)tmo_us * 1000u : 0;
 	int ret = 0;
 	atomic_fetch_add(&as->waiters, 1);
 	while (atomic_load(&as->state) == SLOT_CONNECTING) {
 		uint32_t seq = atomic_load(&as->wake_seq);
+		uint64_t now;
 		if (atomic_load(&as->state) != SLOT_CONNECTING)
 			break;
-		ret = vs_wait_seq(as, seq);
+		if (end && (now = mono_ns()) >= end) {
+			ret = -EINPROGRESS; /* SO_SNDTIMEO: the connect goes on */
+			break;
+		}
+		ret = end ? vs_wait_seq_for(as, seq, end - now) : vs_wait_seq(as, seq);
 		if (ret == -ECONNRESET)
 			break;
 		/* as connect(2): a handler without SA_RESTART ends the wait with
-		 * EINTR, and the connect goes on in the background */
-		if (ret == -EINTR && !vs_restartable())
+		 * EINTR (any handler under a time limit), and the connect goes
+		 * on in the background */
+		if (ret == -EINTR && (end || !vs_restartable()))
 			break;
 		ret = 0;
 	}
@@ -328,7 +342,7 @@ int vs_connect_wait(uint32_t slot)
 }
 
 int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
-	       uint32_t txsize, uint32_t *slot, uint32_t *gen)
+	       uint32_t txsize, int64_t tmo_us, uint32_t *slot, uint32_t *gen)
 {
 	struct msg_rep r;
 	struct arena_slot *as;
@@ -336,16 +350,16 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 	if (ret)
 		return ret;
 	as = cl_slot(r.slot);
-	ret = vs_connect_wait(r.slot);
+	ret = vs_connect_wait(r.slot, tmo_us);
 	if (ret == -ECONNRESET) {
 		/* the hub died under us: kernel TCP carries this one */
 		atomic_store(&vs_proc_refs[r.slot], 0);
 		return 1;
 	}
-	if (ret == -EINTR) {
+	if (ret == -EINTR || ret == -EINPROGRESS) {
 		*slot = r.slot;
 		*gen = r.gen;
-		return -EINTR;
+		return ret;
 	}
 	switch (atomic_load(&as->state)) {
 	case SLOT_ESTABLISHED:

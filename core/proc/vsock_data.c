@@ -128,10 +128,12 @@ struct xfer {
 	size_t voff, total, want;
 	int flags, nonblock;
 	ssize_t ret;
+	uint64_t deadline; /* SO_RCVTIMEO or SO_SNDTIMEO: when the wait ends, 0 never */
 };
 
-VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
+VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, int tx)
 {
+	int64_t tmo;
 	x->slot = slot;
 	x->as = cl_slot(slot);
 	x->iov = iov;
@@ -141,8 +143,28 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	x->flags = flags;
 	x->nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&x->as->flags) & SLOTF_NONBLOCK);
 	x->ret = 0;
+	x->deadline = 0;
 	for (int i = 0; i < iovcnt; i++)
 		x->want += iov[i].iov_len;
+	/* the program's timeout counts from the call's start, as the kernel's */
+	tmo = x->as->opts.tmo_us[tx];
+	if (!x->nonblock && tmo > 0)
+		x->deadline = now_ns() + (uint64_t)tmo * 1000u;
+}
+
+/* How long a blocking wait may sleep: up to LEFT ns (0: no limit of its
+ * own) and the call's deadline; 1 when the deadline has passed. */
+static int xfer_left(const struct xfer *x, uint64_t *left)
+{
+	uint64_t now;
+	if (!x->deadline)
+		return 0;
+	now = now_ns();
+	if (now >= x->deadline)
+		return 1;
+	if (!*left || x->deadline - now < *left)
+		*left = x->deadline - now;
+	return 0;
 }
 
 /* Up to ROOM bytes between the caller's buffers and the ring at POS, into
@@ -192,9 +214,10 @@ VS_INLINE int send_stop(struct xfer *x)
 		return 1;
 	}
 	if (st != SLOT_ESTABLISHED || (atomic_load(&x->as->flags) & SLOTF_TX_SHUT)) {
-		err = st == SLOT_CLOSED ? vs_take_error(x->slot) : 0;
+		/* bytes moved: they are the answer, the error waits for the next call */
 		if (x->total)
 			return 1;
+		err = st == SLOT_CLOSED ? vs_take_error(x->slot) : 0;
 		if (!err || err == EPIPE) {
 			raise_sigpipe(x->flags);
 			err = EPIPE;
@@ -280,11 +303,15 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	}
 	if (spin_ring(as, seq, &v->c->head, head) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
+	if (xfer_left(x, &left)) {
+		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
+		return 1;
+	}
 	pthread_mutex_unlock(&as->tx_lock);
 	err = left ? vs_wait_seq_for(as, seq, left) : vs_wait_seq(as, seq);
 	vs_lock(&as->tx_lock, &as->tx_in);
 	if (err == -ETIMEDOUT)
-		return 0; /* stalled, maybe: look again */
+		return 0; /* stalled, maybe, or the deadline: look again */
 	if (err) {
 		if (err == -ECONNRESET)
 			raise_sigpipe(x->flags);
@@ -311,7 +338,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 {
 	struct xfer x;
 	struct arena_slot *as;
-	xfer_init(&x, slot, iov, iovcnt, flags);
+	xfer_init(&x, slot, iov, iovcnt, flags, 1);
 	as = x.as;
 	if (x.want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
 		return 0;
@@ -392,12 +419,12 @@ VS_INLINE int recv_stop(struct xfer *x, uint32_t fl)
 		return 1;
 	}
 	if (st != SLOT_ESTABLISHED) {
+		/* as the kernel: a reset is told once, to the first call that
+		 * moves nothing (or SO_ERROR), and the reads after it see EOF */
+		if (x->total)
+			return 1;
 		err = st == SLOT_CLOSED ? vs_take_error(x->slot) : ENOTCONN;
-		/* a reset stays a reset for readers, even after another
-		 * thread took the pending error: never a clean EOF */
-		if (!err && (atomic_load(&x->as->flags) & SLOTF_RESET))
-			err = ECONNRESET;
-		if (!x->total && err)
+		if (err)
 			x->ret = -err;
 		return 1;
 	}
@@ -415,11 +442,19 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
 	int err;
+	uint64_t left = 0;
 	if (spin_ring(as, seq, &v->c->tail, tail) || (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
+	if (xfer_left(x, &left)) {
+		if (!x->total)
+			x->ret = -EAGAIN; /* SO_RCVTIMEO */
+		return 1;
+	}
 	pthread_mutex_unlock(&as->rx_lock);
-	err = vs_wait_seq(as, seq);
+	err = left ? vs_wait_seq_for(as, seq, left) : vs_wait_seq(as, seq);
 	vs_lock(&as->rx_lock, &as->rx_in);
+	if (err == -ETIMEDOUT)
+		return 0; /* the deadline: look again */
 	if (err && !x->total)
 		x->ret = err;
 	return err != 0;
@@ -430,7 +465,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	struct xfer x;
 	struct arena_slot *as;
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
-	xfer_init(&x, slot, iov, iovcnt, flags);
+	xfer_init(&x, slot, iov, iovcnt, flags, 0);
 	as = x.as;
 	if (x.want == 0)
 		return 0;
