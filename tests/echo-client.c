@@ -18,8 +18,10 @@
  * Exit: 0 all verified; 1 any mismatch or error (the message names the
  * connection); 3 a connection was reset (ECONNRESET, or EPIPE after the
  * peer went away: the message says "reset").  With -r a reset is an
- * acceptable end of a connection: resets are counted and the exit is 0 if
- * every connection that was not reset verified.
+ * acceptable end of a connection, and so is an early EOF (a peer that
+ * went away with nothing unread closed with FIN first): resets are
+ * counted and the exit is 0 if every connection that was not reset
+ * verified.
  */
 #include "helpers.h"
 
@@ -179,7 +181,11 @@ static void *reader(void *arg)
 			break;
 		}
 		if (n == 0) {
-			conn_end(c, C_ERR, "unexpected EOF after %llu of %llu echoed bytes",
+			/* -r: a server killed with nothing unread closes with FIN,
+			 * and the RST that the next bytes draw comes after it: the
+			 * reader sees EOF, on kernel TCP as on rshare */
+			conn_end(c, allow_reset ? C_RESET : C_ERR, "%s after %llu of %llu echoed bytes",
+				 allow_reset ? "reset (EOF: the peer went away)" : "unexpected EOF",
 				 (unsigned long long)c->verified, (unsigned long long)atomic_load(&c->total));
 			break;
 		}

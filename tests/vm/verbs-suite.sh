@@ -273,6 +273,7 @@ same() { # DESC PORT_K PORT_R SERVER_ARGS -- CLIENT_ARGS (PORT stands for the po
 	r=$(on hubB "${cli[@]//PORT/$pr}" 2>&1)
 	kill -KILL -- -"$sp" 2>/dev/null # the server and every worker it forked
 	echo "# $d: kernel TCP '$(head -c 200 <<<"$k" | tr '\n' ' ')', verbs '$(head -c 200 <<<"$r" | tr '\n' ' ')'"
+	[ "$k" = "$r" ] || diff <(echo "$k") <(echo "$r") | head -n 30 | sed 's/^/# kernel TCP (<), verbs (>): /'
 	check "$d: as on kernel TCP" test -n "$k" -a "$k" = "$r"
 }
 same "server speaks first, 50 nonblocking clients" 7501 7502 \
