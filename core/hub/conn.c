@@ -15,6 +15,7 @@
 #include "hub.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,8 +151,16 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 
 /* ---- listen, and CONNECTs for a listener ---- */
 
-int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd)
+static uint32_t *ino_head(struct hub *h, uint64_t ino)
 {
+	return &h->lis_ino[(ino * 0x9e3779b97f4a7c15ull) >> 52 & (HUB_LIS_INO_BUCKETS - 1)];
+}
+
+/* s listens on addr's port; ino: its kernel listener's inode (0: none) */
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd,
+	       uint64_t ino)
+{
+	s->lis_at = h->nlisteners;
 	if (sid_push(&h->listeners, &h->nlisteners, &h->listeners_cap, s->sid) < 0)
 		return -ENOMEM;
 	if (backlog < 0)
@@ -161,6 +170,14 @@ int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, i
 	s->backlog = backlog + 1; /* as the kernel: backlog + 1 complete connections */
 	s->lport = addr_port(addr);
 	h->port_listening[s->lport]++;
+	s->lis_next_port = h->lis_port[s->lport];
+	h->lis_port[s->lport] = s->sid;
+	s->lino = ino;
+	if (ino) {
+		uint32_t *head = ino_head(h, ino);
+		s->lis_next_ino = *head;
+		*head = s->sid;
+	}
 	s->local = *addr;
 	s->evfd = evfd;
 	s->state = HS_LISTENING;
@@ -170,16 +187,47 @@ int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, i
 	return 0;
 }
 
+/* unlink sid from the chain that starts at *head and goes through the
+ * field at offset off of each socket */
+static void chain_unlink(struct hub *h, uint32_t *head, uint32_t sid, size_t off)
+{
+	for (uint32_t *at = head; *at; at = (uint32_t *)((char *)h->socks[*at] + off))
+		if (*at == sid) {
+			*at = *(uint32_t *)((char *)h->socks[sid] + off);
+			return;
+		}
+}
+
+void hub_listener_forget(struct hub *h, struct hsock *s)
+{
+	uint32_t last = h->listeners[--h->nlisteners];
+	h->port_listening[s->lport]--;
+	if (last != s->sid) {
+		h->listeners[s->lis_at] = last;
+		h->socks[last]->lis_at = s->lis_at;
+	}
+	chain_unlink(h, &h->lis_port[s->lport], s->sid, offsetof(struct hsock, lis_next_port));
+	if (s->lino)
+		chain_unlink(h, ino_head(h, s->lino), s->sid, offsetof(struct hsock, lis_next_ino));
+}
+
+struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool *p)
+{
+	for (uint32_t sid = ino ? *ino_head(h, ino) : 0; sid; sid = h->socks[sid]->lis_next_ino) {
+		struct hsock *s = h->socks[sid];
+		if (s->lino == ino && s->state == HS_LISTENING && (!p || s->pool == p))
+			return s;
+	}
+	return NULL;
+}
+
 static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 {
 	union sockaddr_any dst;
 	wire_addr_get(&dst, c->family, c->addr_a, c->port);
-	for (uint32_t i = 0; i < h->nlisteners; i++) {
-		struct hsock *ls = h->socks[h->listeners[i]];
-		union sockaddr_any la;
-		if (!ls || ls->lport != c->port)
-			continue;
-		la = ls->local;
+	for (uint32_t sid = h->lis_port[c->port]; sid; sid = h->socks[sid]->lis_next_port) {
+		struct hsock *ls = h->socks[sid];
+		union sockaddr_any la = ls->local;
 		wire_addr_unmap(&la);
 		if (addr_is_any(&la) || addr_same_ip(&la, &dst))
 			return ls;

@@ -47,6 +47,7 @@
 
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
+#define HUB_LIS_INO_BUCKETS 4096 /* buckets of listeners by kernel inode */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 #define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
 
@@ -248,6 +249,8 @@ struct hsock {
 	uint16_t lport;             /* listener: its port, backlog, wake-up, and */
 	int backlog, evfd;
 	uint64_t lino;              /* ... its kernel listener's inode, as its process said */
+	uint32_t lis_at;            /* ... its index in h->listeners, and the next listener */
+	uint32_t lis_next_port, lis_next_ino; /* on its port and in its inode's bucket (conn.c) */
 	/* readiness descriptor (ready.c): a socketpair, poll_p handed to
 	 * the processes, poll_h written and drained by the hub; the hub's
 	 * copies, -1 when it holds none (a keeper may: keep.c) */
@@ -344,6 +347,11 @@ struct hub {
 	uint64_t addrs_ms;
 	uint32_t *listeners;        /* sids of listening sockets */
 	uint32_t nlisteners, listeners_cap;
+	/* the first listener (sid) on each port, and in each bucket of
+	 * kernel listener inodes; chained through the sockets, so that a
+	 * CONNECT, a LISTEN or an ADOPT finds its listener without a scan */
+	uint32_t lis_port[65536];
+	uint32_t lis_ino[HUB_LIS_INO_BUCKETS];
 	/* readiness descriptors (keep.c): the hub's copies (at most the
 	 * budget), and the sockets whose pairs keepers hold */
 	uint32_t keep_budget, keep_hard, keep_local, keep_kept;
@@ -523,7 +531,11 @@ void hsock_finish_close(struct hub *h, struct hsock *s);
 void hub_link_gone(struct hub *h, struct link *l);
 /* conn.c */
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst);
-int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd);
+int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, int backlog, int evfd,
+	       uint64_t ino);
+/* the listener of a kernel listener inode, of pool p (NULL: any); forget */
+struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool *p);
+void hub_listener_forget(struct hub *h, struct hsock *s);
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);
 void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);

@@ -179,18 +179,16 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	struct hsock *s;
 	/* a kernel listener the pool registered already (its inode): shared,
 	 * as processes that got it by fork, or over a unix socket, share it */
-	for (uint32_t i = 0; q->token && i < h->nlisteners; i++) {
-		s = h->socks[h->listeners[i]];
-		if (s && s->lino == q->token && s->pool == pr->pool && s->state == HS_LISTENING) {
-			if (!proc_holds(pr, s->sid))
-				r->hold = s;
-			r->rep.slot = s->slot;
-			r->rep.gen = s->gen;
-			r->rep.flags = MSG_ADOPT_LISTENER;
-			r->fds[0] = s->evfd;
-			r->nfds = 1;
-			return;
-		}
+	s = pr->pool ? hub_listener_by_ino(h, q->token, pr->pool) : NULL;
+	if (s) {
+		if (!proc_holds(pr, s->sid))
+			r->hold = s;
+		r->rep.slot = s->slot;
+		r->rep.gen = s->gen;
+		r->rep.flags = MSG_ADOPT_LISTENER;
+		r->fds[0] = s->evfd;
+		r->nfds = 1;
+		return;
 	}
 	s = hsock_new(h, pr->pool, 0, 0);
 	if (!s) {
@@ -198,13 +196,12 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		return;
 	}
 	s->local = q->addr;
-	r->rep.status = hub_listen(h, s, &q->addr, q->arg, r->rfd);
+	r->rep.status = hub_listen(h, s, &q->addr, q->arg, r->rfd, q->token);
 	if (r->rep.status) {
 		hsock_release(h, s, 1);
 		return;
 	}
 	r->rfd = -1; /* the listener keeps it */
-	s->lino = q->token;
 	s->rx_size = arena_ring_size(q->rxsize);
 	/* SO_SNDBUF or sndbuf fix it, as the kernel's; else it grows when
 	 * its reader stalls (vsock_data.c) */
@@ -326,12 +323,7 @@ static struct hsock *listener_of(struct hub *h, int fd)
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !st.st_ino)
 		return NULL;
-	for (uint32_t i = 0; i < h->nlisteners; i++) {
-		struct hsock *s = h->socks[h->listeners[i]];
-		if (s && s->lino == (uint64_t)st.st_ino && s->state == HS_LISTENING)
-			return s;
-	}
-	return NULL;
+	return hub_listener_by_ino(h, (uint64_t)st.st_ino, NULL);
 }
 
 /* a token came to this process (arg 0), or a kernel listener that a pool

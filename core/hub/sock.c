@@ -213,16 +213,6 @@ void hsock_slot_release(struct hub *h, struct hsock *s)
 	s->as = NULL;
 }
 
-static void listener_forget(struct hub *h, struct hsock *s)
-{
-	h->port_listening[s->lport]--;
-	for (uint32_t i = 0; i < h->nlisteners; i++)
-		if (h->listeners[i] == s->sid) {
-			h->listeners[i] = h->listeners[--h->nlisteners];
-			break;
-		}
-}
-
 /* As the kernel: an accepted connection keeps its local port bound, and a
  * bind to it fails (request.c asks); counted per port, never searched.
  * The port sits at the same place in both address families. */
@@ -242,7 +232,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 	ports_release(h, s);
 	hsock_uncount(s);
 	if (s->state == HS_LISTENING)
-		listener_forget(h, s);
+		hub_listener_forget(h, s);
 	hsock_slot_release(h, s);
 	hsock_ring_free(p, p->rx_alloc, s->rx_off, s->rx_size);
 	hsock_rings_forget(s);
