@@ -358,7 +358,9 @@ static void say_poll(int fd, int step, short ev, int ms, short show)
 {
 	struct pollfd p = {.fd = fd, .events = ev};
 	char out[64] = "poll";
-	if (poll(&p, 1, ms) != 1)
+	/* once more at once: the kernel sets a reset's error before the
+	 * shutdown that comes with it, and a waiter may wake in between */
+	if (poll(&p, 1, ms) != 1 || poll(&p, 1, 0) != 1)
 		strcat(out, " none");
 	poll_names(p.revents & show, out);
 	say(step, out, -1);
