@@ -12,9 +12,6 @@
  */
 #include "preload.h"
 
-/* connect again on an rshare socket: as the kernel answers it */
-/* A blocking connect again, on a connect under way (one a signal
- * interrupted): it waits, as the kernel's, and reports how it ended. */
 /* SO_SNDTIMEO of fd's kernel socket, where a connect's waiting time is
  * set as the kernel's, in microseconds (0: none) */
 static int64_t conn_tmo_us(int fd)
@@ -26,6 +23,9 @@ static int64_t conn_tmo_us(int fd)
 	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
+/* connect again on an rshare socket: as the kernel answers it */
+/* A blocking connect again, on a connect under way (one a signal
+ * interrupted): it waits, as the kernel's, and reports how it ended. */
 static int rs_connect_wait(int fd, struct pfd *p, const struct sockaddr *addr, socklen_t len)
 {
 	int r = vs_connect_wait(p->slot, conn_tmo_us(fd)), e;

@@ -149,37 +149,25 @@ void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t
 	*len = n;
 }
 
-/* The listener's SO_RCVTIMEO (the kernel listener holds it) as a deadline
- * in ms of CLOCK_MONOTONIC, 0 when none */
-static int64_t accept_deadline(int fd)
+/* The listener's SO_RCVTIMEO (the kernel listener holds it): 1 and its
+ * deadline in end, or 0 when it has none */
+static int accept_deadline(int fd, struct timespec *end)
 {
 	struct timeval tv = {0, 0};
 	socklen_t l = sizeof(tv);
-	struct timespec now;
 	if (R(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 || (!tv.tv_sec && !tv.tv_usec))
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
-}
-
-/* ms left before DEADLINE for poll: -1 without one, 0 once passed */
-static int poll_ms_left(int64_t deadline)
-{
-	struct timespec now;
-	int64_t ms;
-	if (!deadline)
-		return -1;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = deadline - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
-	return ms <= 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+	tmo_deadline(&(struct timespec){tv.tv_sec, tv.tv_usec * 1000}, end);
+	return 1;
 }
 
 static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct arena_slot *ls = cl_slot(p->slot);
-	int64_t deadline = -1;
+	struct timespec end;
+	int tmo = -1; /* not looked at yet */
 	for (;;) {
-		int ms;
+		long ms = -1;
 		uint32_t ns, ng;
 		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
@@ -215,15 +203,14 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		}
 		/* SO_RCVTIMEO on the listener, as the kernel's accept: EAGAIN,
 		 * and a signal ends the wait with EINTR, SA_RESTART or not */
-		if (deadline < 0)
-			deadline = accept_deadline(fd);
-		ms = poll_ms_left(deadline);
-		if (!ms) {
+		if (tmo < 0)
+			tmo = accept_deadline(fd, &end);
+		if (tmo && !(ms = tmo_ms_left(&end))) {
 			errno = EAGAIN;
 			return -1;
 		}
-		r = R(poll)(pf, 2, ms);
-		if (r < 0 && errno == EINTR && (deadline || !vs_restartable()))
+		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
+		if (r < 0 && errno == EINTR && (tmo || !vs_restartable()))
 			return -1;
 	}
 }

@@ -91,6 +91,15 @@ took_link() {
 		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
 }
 
+# took_local: node A's same-node path carried the $n connections of the
+# rshare runs
+took_local() {
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
+		$a[0] as $A |
+		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
+}
+
 verdict() {
 	echo "# seeds $(seeds | wc -w), connections $n, divergent: ${failed[*]:-none}" >&3
 	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
@@ -106,10 +115,7 @@ verdict() {
 @test "differential: generated programs do on rshare within one node what they do on kernel TCP" {
 	local failed n
 	all_seeds "$NS_A" 7500
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
-	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
-		$a[0] as $A |
-		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
+	took_local
 	verdict
 }
 
@@ -132,9 +138,6 @@ verdict() {
 	local failed n DIFF_T=-X
 	[[ ${RSHARE_SAN_PASS:-0} != 1 ]] || skip "the main pass runs it"
 	all_seeds "$NS_A" 8100
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
-	rs_jq_check "the rshare runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" --argjson n $n '
-		$a[0] as $A |
-		fail($A.counters.local_connects >= $n; "local_connects \($A.counters.local_connects), want \($n)")'
+	took_local
 	verdict
 }

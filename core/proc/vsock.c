@@ -305,17 +305,10 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 {
 	struct arena_slot *as = cl_slot(slot);
-	uint64_t end = tmo_us > 0 ? mono_ns() + (uint64_t)tmo_us * 1000u : 0;
+	uint64_t end = tmo_us > 0 ? vs_now_ns() + (uint64_t)tmo_us * 1000u : 0;
 	int ret = 0;
 	atomic_fetch_add(&as->waiters, 1);
 	while (atomic_load(&as->state) == SLOT_CONNECTING) {
@@ -323,7 +316,7 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 		uint64_t now;
 		if (atomic_load(&as->state) != SLOT_CONNECTING)
 			break;
-		if (end && (now = mono_ns()) >= end) {
+		if (end && (now = vs_now_ns()) >= end) {
 			ret = -EINPROGRESS; /* SO_SNDTIMEO: the connect goes on */
 			break;
 		}

@@ -65,13 +65,6 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Adaptive waiting: spin for the counter to leave old (or the hub to
  * signal anything), giving the CPU to others now and then; 1 when
  * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
@@ -97,7 +90,7 @@ static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr,
 			return 1;
 		}
 		if (!(i & 63)) {
-			uint64_t now = now_ns();
+			uint64_t now = vs_now_ns();
 			if (!end) {
 				end = now + b;
 			} else if (now >= end || cl_hub_dead()) {
@@ -149,7 +142,7 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	/* the program's timeout counts from the call's start, as the kernel's */
 	tmo = x->as->opts.tmo_us[tx];
 	if (!x->nonblock && tmo > 0)
-		x->deadline = now_ns() + (uint64_t)tmo * 1000u;
+		x->deadline = vs_now_ns() + (uint64_t)tmo * 1000u;
 }
 
 /* How long a blocking wait may sleep: up to LEFT ns (0: no limit of its
@@ -159,7 +152,7 @@ static int xfer_left(const struct xfer *x, uint64_t *left)
 	uint64_t now;
 	if (!x->deadline)
 		return 0;
-	now = now_ns();
+	now = vs_now_ns();
 	if (now >= x->deadline)
 		return 1;
 	if (!*left || x->deadline - now < *left)
@@ -267,7 +260,7 @@ static uint64_t vs_stall_head[ARENA_MAX_SLOTS], vs_stall_t0[ARENA_MAX_SLOTS];
 /* Nanoseconds left before the full ring counts as stalled; 0: it is. */
 static uint64_t stall_left(uint32_t slot, uint64_t head)
 {
-	uint64_t now = now_ns(), el;
+	uint64_t now = vs_now_ns(), el;
 	if (vs_stall_head[slot] != head + 1) {
 		vs_stall_head[slot] = head + 1;
 		vs_stall_t0[slot] = now;

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "client.h"
 #include "pair.h"
@@ -23,6 +24,14 @@
 extern _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
 extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
 extern _Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
+
+/* CLOCK_MONOTONIC in nanoseconds: spinning, stall and socket timeouts */
+static inline uint64_t vs_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Per slot: this process's send and recv calls in progress, and at
  * VS_BUSY_GONE a release (the last descriptor closed) that waits for them.
