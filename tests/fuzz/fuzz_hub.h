@@ -584,8 +584,15 @@ static inline void fh_proc_io(struct hsock *s, uint32_t n, int consume)
 		ring_store(&as->rx.head, ring_load(&as->rx.tail));
 		ops |= SLOTOP_CREDIT;
 	}
-	if (ops)
-		arena_ring(s->pool->base, s->slot, ops);
+	if (ops) {
+		/* arena_ring, but through the slot the hub laid out: a step
+		 * may have scribbled over the header's slots_off (fuzz-arena op
+		 * 2), which would hurt only the process that did it */
+		struct arena_hdr *h = s->pool->base;
+		atomic_fetch_or(&as->pending_ops, ops);
+		atomic_fetch_or(&h->doorbell[s->slot / 64], 1ull << (s->slot % 64));
+		atomic_fetch_or(&h->summary[s->slot / 4096], 1ull << (s->slot / 64 % 64));
+	}
 }
 
 #endif
