@@ -38,7 +38,7 @@ struct ep_rec {
 };
 static struct ep_rec *ep_recs;
 static int ep_n, ep_cap, ep_free, ep_live; /* ep_free: first free record + 1 */
-static int ep_head[ARENA_MAX_SLOTS];    /* first record of a slot + 1 */
+static int ep_head[CL_SLOTS];    /* first record of a slot + 1 */
 static uint64_t ep_magic;
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -6,8 +6,9 @@
  * An rshare socket without close-on-exec survives exec into a program
  * that is preloaded too: the hub is told first (cl_exec_begin), and the
  * new program finds its sockets in RSHARE_EXEC (exec_adopt, run by the
- * constructor): the hub connection's descriptor, then for each kept
- * descriptor ";fd,kind,family,slot,gen,evfd,ino,self".  A program that is
+ * constructor): the hub connection's descriptor for each of the process's
+ * pools, "c0/c1/c2/c3" (-1 where none), then for each kept descriptor
+ * ";fd,kind,family,slot,gen,evfd,ino,self".  A program that is
  * not preloaded sees plain kernel sockets that never connected: every
  * call on them fails (ENOTCONN), nothing passes unseen.  When exec fails,
  * what was prepared is undone (exec_undo).  execv, execvp and the execl
@@ -45,7 +46,7 @@ static int exec_listed(unsigned fd, int all)
 static unsigned exec_mark_kept(unsigned max, uint8_t *keep, unsigned *nkeep, int spawn, int *all)
 {
 	unsigned n = 0;
-	memset(keep, 0, ARENA_MAX_SLOTS);
+	memset(keep, 0, CL_SLOTS);
 	for (unsigned fd = 0; fd < max; fd++)
 		n += pfd_tab[fd].kind >= FD_RS;
 	*all = spawn && n <= EXEC_SPAWN_ALL;
@@ -74,7 +75,7 @@ static void exec_unbecome(unsigned max, const uint8_t *keep)
 static unsigned exec_dropped(const uint8_t *keep, uint32_t *dslot, uint32_t *dgen)
 {
 	unsigned ndrop = 0;
-	for (uint32_t sl = 0, n = cl_slots_hi(); sl < n; sl++) {
+	for (uint32_t sl = cl_slot_at(0); sl < CL_SLOTS; sl = cl_slot_at(sl + 1)) {
 		struct arena_slot *as = cl_slot(sl);
 		if (!keep[sl] && vs_held(sl)) {
 			dslot[ndrop] = sl;
@@ -93,7 +94,9 @@ static char *exec_list(struct exec_undo *u, unsigned max, unsigned nkeep, int al
 	char *s = malloc(cap);
 	if (!s)
 		return NULL;
-	len = (size_t)snprintf(s, cap, "RSHARE_EXEC=%d", u->ctl);
+	len = (size_t)snprintf(s, cap, "RSHARE_EXEC=%d", u->ctl[0]);
+	for (uint32_t k = 1; k < CL_POOLS; k++)
+		len += (size_t)snprintf(s + len, cap - len, "/%d", u->ctl[k]);
 	for (unsigned fd = 0; fd < max; fd++) {
 		struct pfd *p = &pfd_tab[fd];
 		struct stat st;
@@ -160,8 +163,31 @@ static void exec_fail(struct exec_undo *u, char *s)
 	u->env = NULL;
 	for (int i = 0; i < u->nev; i++)
 		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
-	sys_close(u->ctl);
-	u->ctl = -1;
+	for (uint32_t k = 0; k < CL_POOLS; k++) {
+		if (u->ctl[k] >= 0)
+			sys_close(u->ctl[k]);
+		u->ctl[k] = -1;
+	}
+}
+
+/* A connection for the new program in each pool (the dropped sockets,
+ * NDROP of them pool after pool, let go); 0, or -1 when pool 0's failed
+ * (another pool's sockets are lost to the new program when its fails). */
+static int exec_begin(struct exec_undo *u, const uint32_t *dslot, const uint32_t *dgen, unsigned ndrop)
+{
+	unsigned i = 0;
+	for (uint32_t k = 0; k < CL_POOLS; k++) {
+		unsigned from = i;
+		while (i < ndrop && dslot[i] >> CL_POOL_SHIFT == k)
+			i++;
+		if (cl.p[k].arena)
+			u->ctl[k] = cl_exec_begin(k, dslot + from, dgen + from, (int)(i - from));
+		if (u->ctl[k] < 0 && k == 0)
+			return -1;
+		if (u->ctl[k] < 0)
+			u->ctl[k] = -1;
+	}
+	return 0;
 }
 
 /* "RSHARE_EXEC=..." for a program about to start (u: what to undo if
@@ -171,11 +197,12 @@ char *exec_prepare_list(struct exec_undo *u, int spawn)
 {
 	struct rlimit rl;
 	unsigned max = pfd_max, nkeep = 0, ndrop;
-	static uint32_t dslot[ARENA_MAX_SLOTS], dgen[ARENA_MAX_SLOTS];
-	static uint8_t keep[ARENA_MAX_SLOTS];
+	static uint32_t dslot[CL_SLOTS], dgen[CL_SLOTS];
+	static uint8_t keep[CL_SLOTS];
 	char *s;
 	int all;
-	u->ctl = -1;
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		u->ctl[k] = -1;
 	u->env = NULL;
 	u->nev = 0;
 	u->spawn = spawn;
@@ -188,8 +215,10 @@ char *exec_prepare_list(struct exec_undo *u, int spawn)
 	if (!spawn)
 		exec_unbecome(max, keep);
 	ndrop = exec_dropped(keep, dslot, dgen);
-	if (!nkeep || (u->ctl = cl_exec_begin(dslot, dgen, (int)ndrop)) < 0)
+	if (!nkeep || exec_begin(u, dslot, dgen, ndrop) < 0) {
+		exec_fail(u, NULL);
 		return NULL;
+	}
 	if (!spawn)
 		vs_exiting(1); /* close-on-exec sockets close as close() would */
 	if (!(s = exec_list(u, max, nkeep, all)))
@@ -213,11 +242,11 @@ char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn)
 void exec_undo(struct exec_undo *u)
 {
 	int e = errno;
-	if (u->ctl >= 0) {
-		sys_close(u->ctl);
-		if (!u->spawn)
-			vs_exiting(0);
-	}
+	if (u->ctl[0] >= 0 && !u->spawn)
+		vs_exiting(0);
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		if (u->ctl[k] >= 0)
+			sys_close(u->ctl[k]);
 	for (int i = 0; i < u->nev; i++)
 		sys_fcntl(u->ev[i], F_SETFD, FD_CLOEXEC);
 	if (u->env) {
@@ -280,6 +309,32 @@ static void exec_find(struct exec_ent *e, unsigned n)
 	closedir(dir);
 }
 
+/* The connections of RSHARE_EXEC's head V, taken up pool by pool (END:
+ * where the list goes on); -1 when pool 0's could not be, and then none
+ * is (under io_uring, see syscall.c, none is wanted). */
+static int exec_adopt_pools(const char *v, char **end)
+{
+	long ctl[CL_POOLS];
+	uint32_t n = 0;
+	const char *at = v;
+	int bad = 0;
+	do {
+		ctl[n] = strtol(at, end, 10);
+		bad |= *end == at;
+		at = *end + 1;
+	} while (!bad && ++n < CL_POOLS && **end == '/');
+	if (bad || ctl[0] < 0 || !pfd_tab || cl.kernel_only || cl_exec_adopt(0, (int)ctl[0]) < 0) {
+		for (uint32_t k = cl.kernel_only ? 0 : 1; k < n; k++)
+			if (ctl[k] >= 0)
+				sys_close((int)ctl[k]);
+		return -1;
+	}
+	for (uint32_t k = 1; k < n; k++)
+		if (ctl[k] >= 0)
+			cl_exec_adopt(k, (int)ctl[k]);
+	return 0;
+}
+
 /* In the new program: take up the sockets the old one kept (or the
  * starter handed on), and give back those that did not come. */
 void exec_adopt(void)
@@ -288,13 +343,7 @@ void exec_adopt(void)
 	struct exec_ent *e;
 	unsigned n = 0, cap = 0;
 	char *end;
-	long ctl;
-	if (!v)
-		return;
-	ctl = strtol(v, &end, 10);
-	if (cl.kernel_only && end != v && ctl >= 0)
-		sys_close((int)ctl); /* io_uring (syscall.c): they are given up */
-	if (end == v || ctl < 0 || !pfd_tab || cl.kernel_only || cl_exec_adopt((int)ctl) < 0) {
+	if (!v || exec_adopt_pools(v, &end) < 0) {
 		unsetenv("RSHARE_EXEC");
 		return;
 	}
@@ -306,9 +355,15 @@ void exec_adopt(void)
 		int used = 0;
 		if (sscanf(end + 1, "%u,%u,%u,%u,%u,%d,%llu,%u%n", &x->fd, &x->kind, &x->family, &x->slot,
 			   &x->gen, &x->evfd, &x->ino, &x->self, &used) != 8 ||
-		    x->slot >= ARENA_MAX_SLOTS || (x->kind != FD_RS && x->kind != FD_LISTEN))
+		    x->slot >= CL_SLOTS || (x->kind != FD_RS && x->kind != FD_LISTEN))
 			break;
 		end += 1 + used;
+		if (!cl.p[x->slot >> CL_POOL_SHIFT].arena) {
+			/* its pool's connection did not come: lost, as on a failed exec */
+			if (x->kind == FD_LISTEN && x->evfd >= 0)
+				sys_close(x->evfd);
+			continue;
+		}
 		if (x->kind == FD_LISTEN && x->evfd >= 0)
 			sys_fcntl(x->evfd, F_SETFD, FD_CLOEXEC);
 		n++;

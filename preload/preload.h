@@ -203,7 +203,7 @@ PL_HIDDEN int so_abortive(int fd, const struct pfd *p);
  * before a program starts, what goes along (see exec.c), undone by
  * exec_undo when the exec failed or (spawn) once the program started */
 struct exec_undo {
-	int ctl, spawn;
+	int ctl[CL_POOLS], spawn; /* the connections made for it, a pool each */
 	char **env;
 	int nev, ev[64];
 };

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 	printf("ringing\n");
 	fflush(stdout);
 	for (;;) {
-		arena_ring(cl.arena, slot, SLOTOP_CREDIT | SLOTOP_POLL);
-		cl_kick();
+		arena_ring(cl.p[0].arena, slot, SLOTOP_CREDIT | SLOTOP_POLL);
+		cl_kick(0);
 	}
 }

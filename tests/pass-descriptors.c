@@ -16,6 +16,13 @@
  *   pass-descriptors take UNIXPATH [N]
  *     an unrelated process: takes descriptors on a unix socket at UNIXPATH
  *     and serves each (a listener: N connections accepted on it).
+ *   pass-descriptors take-many UNIXPATH GIVERS OWNPORT
+ *     a process in a pool of its own (it listens on OWNPORT first) takes
+ *     descriptors from GIVERS unrelated servers (other pools), one after
+ *     the other at UNIXPATH: it serves the I-th connection it takes (or
+ *     accepts: 2 on a listener, as `take`) here, in a forked child, or in
+ *     a new program that a forked child execs, by turns; then serves one
+ *     connection accepted on OWNPORT ("own").
  *   pass-descriptors serve-fd FD
  *     serves the connection on FD.
  *   pass-descriptors client HOST PORT N [K]
@@ -261,6 +268,67 @@ static int do_take(const char *path, int n)
 	return 0;
 }
 
+/* serve c here (0), in a child (1), or in a program a child execs (2) */
+static void serve_by(int c, int how)
+{
+	char fdnum[16];
+	pid_t pid;
+	if (!how) {
+		serve(c);
+		return;
+	}
+	if ((pid = fork()) < 0)
+		t_die("fork: %s", strerror(errno));
+	if (pid == 0 && how == 1) {
+		serve(c);
+		_exit(0);
+	}
+	if (pid == 0) {
+		if (dup2(c, 90) < 0)
+			_exit(126);
+		snprintf(fdnum, sizeof(fdnum), "%d", 90);
+		execl(self, self, "serve-fd", fdnum, (char *)NULL);
+		_exit(127);
+	}
+	close(c);
+	waitpid(pid, NULL, 0);
+}
+
+static int do_take_many(const char *path, int givers, int port)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int ul = socket(AF_UNIX, SOCK_STREAM, 0), l = listener(port), u, fd, i = 0, c, acc;
+	socklen_t al = sizeof(acc);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	unlink(path);
+	if (bind(ul, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ul, 4) < 0)
+		t_die("unix listen: %s", strerror(errno));
+	printf("ready\n");
+	fflush(stdout);
+	for (int g = 0; g < givers; g++) {
+		u = accept(ul, NULL, NULL);
+		while ((fd = recv_fd(u)) >= 0) {
+			if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc) {
+				for (int k = 0; k < 2; k++) {
+					if ((c = accept(fd, NULL, NULL)) < 0)
+						t_die("accept on the listener taken: %s", strerror(errno));
+					put(c, "taker\n");
+					serve_by(c, i++ % 3);
+				}
+				close(fd);
+				continue;
+			}
+			serve_by(fd, i++ % 3);
+		}
+		close(u);
+	}
+	if ((c = accept(l, NULL, NULL)) < 0)
+		t_die("accept on its own listener: %s", strerror(errno));
+	put(c, "own\n");
+	serve(c);
+	return 0;
+}
+
 static int do_client(const char *host, int port, int n, int before)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -294,6 +362,8 @@ int main(int argc, char **argv)
 		return do_serve(argv[2], atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : "");
 	if (argc >= 3 && !strcmp(argv[1], "take"))
 		return do_take(argv[2], argc > 3 ? atoi(argv[3]) : 0);
+	if (argc == 5 && !strcmp(argv[1], "take-many"))
+		return do_take_many(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 3 && !strcmp(argv[1], "serve-fd")) {
 		serve(atoi(argv[2]));
 		return 0;
@@ -301,6 +371,6 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "client"))
 		return do_client(argv[2], atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 1);
 	fprintf(stderr, "usage: pass-descriptors serve HOW PORT N [UNIXPATH] | take UNIXPATH [N] |"
-			" serve-fd FD | client HOST PORT N [K]\n");
+			" take-many UNIXPATH GIVERS OWNPORT | serve-fd FD | client HOST PORT N [K]\n");
 	return 2;
 }

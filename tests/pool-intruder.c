@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pool-intruder: no hub\n");
 			return 1;
 		}
-		printf("token %" PRIu64 " pid %d\n", cl.token, (int)getpid());
+		printf("token %" PRIu64 " pid %d\n", cl.p[0].token, (int)getpid());
 		fflush(stdout);
 		while (read(0, b, sizeof(b)) > 0)
 			;

@@ -5,7 +5,10 @@
 # child, to a sibling, to an unrelated process (another pool, which joins
 # the socket's); a listener handed to an unrelated process, which accepts
 # on it; and connections given to new programs started by posix_spawn,
-# system, popen and vfork+exec, whose starter closes its copy at once.
+# system, popen and vfork+exec, whose starter closes its copy at once.  A
+# process in a pool of its own takes connections from one more pool and a
+# listener from another, and serves them itself, in forked children and in
+# programs they exec, with its client on another node and on its own.
 # Each runs once on kernel TCP and once with both ends preloaded, and the
 # client's transcript must be the same; the rshare runs must have crossed
 # the link (`rshare stat`), none falling back.  A receiver of another uid
@@ -111,6 +114,59 @@ vs_kernel() {
 
 @test "connections given to programs started by vfork and exec serve as on kernel TCP" {
 	vs_kernel vfork 7715 vfork 3 1
+}
+
+# many_pools NS PORT: a taker in a pool of its own on node A that takes
+# connections from one giver and a listener from another (two more pools),
+# and serves them itself, in forked children and in programs they exec;
+# the client in NS (node B, or node A for the same-node path); on kernel
+# TCP, then on rshare
+many_pools() {
+	local ns=$1 port=$2 pre p po out all taker
+	PD=$RS_BIN/pass-descriptors
+	for pre in "" --rshare; do
+		p=$port
+		[[ -n $pre ]] && p=$((port + 10))
+		po=$((p + 2))
+		rs_bg "many-take-$p" "$NS_A" $pre "$PD" take-many "$RS_TMP/u$p" 2 "$po"
+		rs_wait_ready "many-take-$p"
+		rs_bg "many-g1-$p" "$NS_A" $pre "$PD" serve unrelated "$p" 3 "$RS_TMP/u$p"
+		rs_wait_ready "many-g1-$p"
+		rs_bg "many-g2-$p" "$NS_A" $pre "$PD" serve listener $((p + 1)) 3 "$RS_TMP/u$p"
+		rs_wait_ready "many-g2-$p"
+		all=
+		for q in "$p 3 2" "$((p + 1)) 3 1" "$po 1 1"; do
+			out=$(RS_TIMEOUT=60 rs_exec "$ns" $pre "$PD" client $ADDR_A $q 2>>"$RS_TMP/many-cli-$p.err") || true
+			all+="$out;"
+			# the taker, still up, holds sockets in three pools
+			[[ -n $pre && $q == "$((p + 1))"* ]] && rs_stat "$NS_A" >"$RS_TMP/statA-many.json"
+		done
+		if [[ -z $pre ]]; then RS_TCP=$all; else RS_RS=$all; fi
+	done
+	echo "kernel TCP: $RS_TCP"
+	[[ $RS_TCP == *"2: giver|after|taken ping 2|;"*"2: taker|taken ping 2|;0: own|taken ping 0|;" ]] ||
+		rs_fail "kernel TCP: '$RS_TCP'"
+	[[ $RS_RS == "$RS_TCP" ]] || rs_fail "rshare: '$RS_RS', kernel TCP: '$RS_TCP'"
+	passes_done 4
+	# one pool of its own, two joined for sockets passed to it (only the
+	# taker joins any here)
+	taker=$(sed -n 's/.*process \([0-9]*\): joins pool.*/\1/p' "$RS_TMP/hub-$NS_A.err" | sort | uniq -c)
+	[[ $taker =~ ^\ *2\ ([0-9]+)$ ]] || rs_fail "one process should join two more pools: $taker"
+	taker=${BASH_REMATCH[1]}
+	rs_jq_check "the taker was in three pools" --slurpfile a "$RS_TMP/statA-many.json" --argjson t "$taker" '
+		([$a[0].processes[] | select(.pid == $t) | .pool] | unique | length) as $n |
+		fail($n == 3; "the taker was in \($n) pools, want 3")'
+}
+
+@test "a process with its own sockets takes connections and a listener from two other pools, forks and execs with them, as on kernel TCP" {
+	many_pools "$NS_B" 7721
+	took_link 7
+}
+
+@test "the same within one node (connections of three pools on the same-node path)" {
+	many_pools "$NS_A" 7741
+	rs_jq_check "the rshare run took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		fail($a[0].counters.local_connects >= 7; "local_connects \($a[0].counters.local_connects), want 7")'
 }
 
 @test "a receiver of another uid gets no access to the socket" {

@@ -329,7 +329,8 @@ static struct hsock *listener_of(struct hub *h, int fd)
 /* a token came to this process (arg 0), or a kernel listener that a pool
  * registered (arg 1, the listener along): it holds the socket from now
  * on, in its pool, which it joins if it had none; a process of another
- * uid, or of another pool, gets nothing */
+ * uid gets nothing, one of another pool is told which pool (it may ask
+ * again on a connection of its own in that pool: core/proc/handover.c) */
 static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	struct hpass *ps = q->arg ? NULL : hpass_find(h, q->slot, q->token);
@@ -341,6 +342,7 @@ static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, s
 	}
 	if (pr->uid != uid || (pr->pool && pr->pool != s->pool)) {
 		r->rep.status = pr->uid != uid ? -EPERM : -EXDEV;
+		r->rep.pool_id = pr->uid != uid ? 0 : s->pool->id;
 		return;
 	}
 	if (!proc_holds(pr, s->sid)) {

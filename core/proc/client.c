@@ -5,8 +5,9 @@
  * (abstract unix socket), starting one if none answers (hub_spawn.c), and asks
  * for a new pool: the reply carries the arena memfd, mapped shared, and the
  * pool's eventfd.  Children inherit both through fork (handover.c).  Every
- * request goes over this process's one connection, cl.ctl_fd, one at a
- * time, and is answered in order.
+ * request goes over this process's connection in the pool of the socket it
+ * names (cl.p[k].ctl_fd, see client.h), one at a time, and is answered in
+ * order.
  */
 #include "client_int.h"
 
@@ -26,7 +27,9 @@
 #include "hub_spawn.h"
 #include "sys.h"
 
-struct cl_state cl = {.ctl_fd = -1, .evfd = -1};
+#define CL_NO_POOL {.ctl_fd = -1, .evfd = -1}
+struct cl_state cl = {.p = {CL_NO_POOL, CL_NO_POOL, CL_NO_POOL, CL_NO_POOL}};
+_Static_assert(CL_POOLS == 4, "one CL_NO_POOL a pool");
 pthread_mutex_t cl_rpc_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t cl_attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -121,47 +124,70 @@ int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds
 	return 0;
 }
 
-int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd)
+/* the requests that name a slot: they go to its pool (the rest to this
+ * process's own), and an accepted connection is in its listener's */
+static const uint8_t cl_op_slot[MSG_MAX + 1] = {
+	[MSG_ACCEPT] = 1, [MSG_RELEASE] = 1, [MSG_SHUTDOWN] = 1, [MSG_POLLFD] = 1,
+	[MSG_PAIRFD] = 1, [MSG_TXGROW] = 1, [MSG_PASS] = 1,
+};
+
+int cl_rpc_pool(uint32_t k, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds)
 {
-	int ret;
+	int ret, fd;
 	pthread_mutex_lock(&cl_rpc_lock);
-	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, q, r, sendfd, NULL, 0) : -ECONNRESET;
+	fd = k < CL_POOLS ? cl.p[k].ctl_fd : -1;
+	ret = fd >= 0 ? cl_rpc_on(fd, q, r, sendfd, fds, nfds) : -ECONNRESET;
 	pthread_mutex_unlock(&cl_rpc_lock);
 	return ret;
+}
+
+int cl_rpc_fds(struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds)
+{
+	struct msg_req w = *q; /* callers may send q again */
+	uint32_t k = 0;
+	int ret;
+	if (q->op <= MSG_MAX && cl_op_slot[q->op]) {
+		k = q->slot >> CL_POOL_SHIFT;
+		w.slot &= CL_SLOT_MASK;
+	}
+	ret = cl_rpc_pool(k, &w, r, sendfd, fds, nfds);
+	if (!ret && r && q->op == MSG_ACCEPT && !r->status)
+		r->slot = (r->slot & CL_SLOT_MASK) | k << CL_POOL_SHIFT;
+	return ret;
+}
+
+int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd)
+{
+	return cl_rpc_fds(q, r, sendfd, NULL, 0);
 }
 
 /* An RPC whose reply carries one descriptor (-1 when none came). */
 int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd)
 {
-	int ret;
 	*fd = -1;
-	pthread_mutex_lock(&cl_rpc_lock);
-	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, q, r, -1, fd, 1) : -ECONNRESET;
-	pthread_mutex_unlock(&cl_rpc_lock);
-	return ret;
+	return cl_rpc_fds(q, r, -1, fd, 1);
 }
 
-int cl_map_pool(const struct msg_rep *rp, int *fds)
+int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds)
 {
 	struct msg_rep r = *rp;
+	struct cl_pool *p = &cl.p[k];
 	struct arena_hdr *h;
-	cl.arena = mmap(NULL, r.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	void *a = mmap(NULL, r.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
 	sys_close(fds[0]);
-	if (cl.arena == MAP_FAILED) {
+	if (a == MAP_FAILED) {
 		int e = errno;
-		cl.arena = NULL;
 		sys_close(fds[1]);
 		return -e;
 	}
-	h = cl.arena;
+	h = a;
 	if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION || h->bytes != r.arena_bytes) {
-		munmap(cl.arena, r.arena_bytes);
-		cl.arena = NULL;
+		munmap(a, r.arena_bytes);
 		sys_close(fds[1]);
 		return -EPROTO;
 	}
-	cl.arena_bytes = r.arena_bytes;
-	cl.pool_id = r.pool_id;
+	p->arena_bytes = r.arena_bytes;
+	p->id = r.pool_id;
 	cl.pid = getpid();
 	{
 		const struct cfg *c = cfg_lib();
@@ -171,8 +197,9 @@ int cl_map_pool(const struct msg_rep *rp, int *fds)
 			cfg_parse_spin(e, &us);
 		cl.spin_ns = (uint64_t)us * 1000;
 	}
-	cl.token = r.token;
-	cl.evfd = cl_hi_fd(fds[1]);
+	p->token = r.token;
+	p->evfd = cl_hi_fd(fds[1]);
+	p->arena = a; /* its slots are named only once this returned */
 	return 0;
 }
 
@@ -195,12 +222,12 @@ static int attach_locked(void)
 	if (!ret && (r.status || fds[0] < 0 || fds[1] < 0))
 		ret = r.status < 0 ? r.status : -EPROTO;
 	if (!ret)
-		ret = cl_map_pool(&r, fds);
+		ret = cl_map_pool(0, &r, fds);
 	if (ret < 0) {
 		sys_close(fd);
 		return ret;
 	}
-	cl.ctl_fd = fd;
+	cl.p[0].ctl_fd = fd;
 	return 0;
 }
 
@@ -219,18 +246,19 @@ int cl_attach(void)
 	return cl.attached > 0 ? 0 : -ENOTCONN;
 }
 
-void cl_kick(void)
+void cl_kick(uint32_t k)
 {
 	uint64_t one = 1;
-	if (cl.evfd >= 0 && sys_write(cl.evfd, &one, sizeof(one)) < 0) {
+	int fd = k < CL_POOLS ? cl.p[k].evfd : -1;
+	if (fd >= 0 && sys_write(fd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated: the hub is awake */
 	}
 }
 
 int cl_hub_alive(void)
 {
-	struct pollfd p = {.fd = cl.ctl_fd, .events = POLLIN};
-	if (cl.ctl_fd < 0)
+	struct pollfd p = {.fd = cl.p[0].ctl_fd, .events = POLLIN};
+	if (p.fd < 0)
 		return 0;
 	if (syscall(SYS_poll, &p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
 		return 0; /* the hub never speaks first: anything here is its end */

@@ -15,12 +15,29 @@
 #include "arena.h"
 #include "msg.h"
 
+/* A process belongs to one pool, its own (p[0]), and to at most
+ * CL_POOLS - 1 more: the pools of sockets that processes of other pools
+ * passed to it (same uid).  It speaks for each on a connection of its own,
+ * where the hub sees it as a process of that pool, and names a slot of
+ * pool k as k << CL_POOL_SHIFT | slot everywhere on the process side (a
+ * local slot); requests go out on pool k's connection with the plain slot
+ * (cl_rpc).  A pool not taken has arena NULL. */
+#define CL_POOLS 4
+#define CL_POOL_SHIFT 18
+#define CL_SLOT_MASK ((1u << CL_POOL_SHIFT) - 1)
+#define CL_SLOTS ((uint32_t)CL_POOLS << CL_POOL_SHIFT)
+_Static_assert(ARENA_MAX_SLOTS == 1u << CL_POOL_SHIFT, "a local slot holds an arena's slot");
+
+struct cl_pool {
+	void *arena;
+	uint64_t arena_bytes, id, token;
+	int ctl_fd;         /* this process's connection to the hub in the pool */
+	int evfd;           /* the pool's doorbell kick */
+};
+
 struct cl_state {
 	_Atomic int attached; /* 1 attached, 0 not yet, -1 no hub to be had */
-	int ctl_fd;         /* this process's connection to the hub */
-	int evfd;           /* the pool's doorbell kick */
-	void *arena;
-	uint64_t arena_bytes, pool_id, token;
+	struct cl_pool p[CL_POOLS];
 	int hi_fd;          /* our descriptors live at or above this */
 	pid_t pid;          /* the process that attached (a vfork child differs) */
 	int kernel_only;    /* it uses io_uring: no new socket goes to rshare */
@@ -32,16 +49,21 @@ extern struct cl_state cl;
 int cl_attach(void);                      /* 0, or -ENOTCONN: use kernel TCP */
 int cl_rpc(struct msg_req *q, struct msg_rep *r, int sendfd);
 int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd);
+/* the same with SENDFD along (when >= 0) and at most NFDS descriptors back
+ * into FDS; cl_rpc_pool: on pool K's connection as it is (no slot changed) */
+int cl_rpc_fds(struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds);
+int cl_rpc_pool(uint32_t k, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds);
 int cl_hub_connect(void);                 /* a new connection to this node's hub (errno set too) */
 int cl_hi_fd(int fd);                     /* move fd up, close-on-exec */
-void cl_kick(void);                       /* wake a sleeping hub */
+void cl_kick(uint32_t pool);              /* wake a sleeping hub (a pool's doorbell) */
 int cl_hub_alive(void);
 void cl_init(void);                       /* fork handlers; call once */
 /* exec: a connection, open across exec, holding this process's sockets
- * less the ndrop given (-errno: none to be had); and, in the new program,
- * taking it up (0, or -errno and the sockets are lost) */
-int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop);
-int cl_exec_adopt(int fd);
+ * in pool K less the ndrop given (-errno: none to be had); and, in the new
+ * program, taking it up as its pool K (0, or -errno and the sockets are
+ * lost; pool 0 first) */
+int cl_exec_begin(uint32_t k, const uint32_t *slots, const uint32_t *gens, int ndrop);
+int cl_exec_adopt(uint32_t k, int fd);
 /* Descriptor passing (SCM_RIGHTS): cl_pass gives the token to send in the
  * place of FD, a descriptor of the socket (-errno: send FD as it is);
  * cl_adopt takes the socket a token names (its id and secret, read from
@@ -67,19 +89,37 @@ int vs_own_fds(int *out, int max);
 void cl_watch(void);
 static inline int cl_hub_dead(void)
 {
-	return cl.arena && atomic_load(&((struct arena_hdr *)cl.arena)->hub_dead);
+	return cl.p[0].arena && atomic_load(&((struct arena_hdr *)cl.p[0].arena)->hub_dead);
+}
+
+/* the arena of a local slot's pool */
+static inline void *cl_arena(uint32_t slot)
+{
+	return cl.p[slot >> CL_POOL_SHIFT].arena;
 }
 
 static inline struct arena_slot *cl_slot(uint32_t slot)
 {
-	return arena_slot(cl.arena, slot);
+	return arena_slot(cl_arena(slot), slot & CL_SLOT_MASK);
 }
 
-/* The slots the pool ever used: walks over slots stop there. */
-static inline uint32_t cl_slots_hi(void)
+/* The slots pool k ever used: walks over slots stop there. */
+static inline uint32_t cl_pool_hi(uint32_t k)
 {
-	uint32_t n = cl.arena ? atomic_load(&((struct arena_hdr *)cl.arena)->slots_hi) : 0;
+	void *a = k < CL_POOLS ? cl.p[k].arena : NULL;
+	uint32_t n = a ? atomic_load(&((struct arena_hdr *)a)->slots_hi) : 0;
 	return n < ARENA_MAX_SLOTS ? n : ARENA_MAX_SLOTS;
+}
+
+/* A walk over every slot this process's pools ever used, pool after pool:
+ * the first local slot at or after i that lies in one (CL_SLOTS: none).
+ * for (i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1)) */
+static inline uint32_t cl_slot_at(uint32_t i)
+{
+	for (uint32_t k = i >> CL_POOL_SHIFT; k < CL_POOLS; i = ++k << CL_POOL_SHIFT)
+		if ((i & CL_SLOT_MASK) < cl_pool_hi(k))
+			return i;
+	return CL_SLOTS;
 }
 
 /* vsock*.c: socket operations; return values are -errno on failure */

@@ -13,14 +13,14 @@
 
 #define CL_HIDDEN __attribute__((visibility("hidden")))
 
-/* rpc: one request at a time on cl.ctl_fd; attach: attaching, and fork */
+/* rpc: one request at a time on the connections; attach: attaching, and fork */
 extern pthread_mutex_t cl_rpc_lock CL_HIDDEN, cl_attach_lock CL_HIDDEN;
 /* A request on FD (with SENDFD passed along when >= 0), and unless R is
  * NULL its reply, whose descriptors go to FDS (at most NFDS, -1 where none
  * came); 0 or -ECONNRESET. */
 int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds) CL_HIDDEN;
 /* The arena and pool eventfd of a HELLO (or EXECED) reply, FDS[0] and
- * FDS[1] (both taken); 0 or -errno. */
-int cl_map_pool(const struct msg_rep *rp, int *fds) CL_HIDDEN;
+ * FDS[1] (both taken), as this process's pool K; 0 or -errno. */
+int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds) CL_HIDDEN;
 
 #endif

@@ -4,9 +4,10 @@
  *
  * Before a fork, the prepare handler opens a fresh connection and tells
  * the hub (MSG_FORK), which pins the parent's sockets for the child; the
- * child takes that connection as its own and names its pid (MSG_CHILD).
- * So the hub knows every process, even one that dies before it touches a
- * socket.  Exec works the same way with a connection left open across it
+ * child takes that connection as its own and names its pid (MSG_CHILD);
+ * the same for each other pool it belongs to (client.h).  So the hub knows
+ * every process, even one that dies before it touches a socket.  Exec
+ * works the same way with a connection left open across it
  * (cl_exec_begin, cl_exec_adopt).  A descriptor passed over a unix
  * socket goes as a token the hub gives (cl_pass, cl_adopt).  The watch is
  * a thread blocked on one more connection to the hub: when that ends, the
@@ -23,36 +24,50 @@
 
 #include "sys.h"
 
-static int fork_fd = -1;
-static uint64_t fork_token;
+static int fork_fd[CL_POOLS] = {-1, -1, -1, -1};
+static uint64_t fork_token[CL_POOLS];
+
+/* A connection made by MSG_FORK in pool K's name, holding what this
+ * process holds there (its token in *token); -errno */
+static int fork_conn(uint32_t k, uint64_t *token)
+{
+	struct msg_req q = {.op = MSG_FORK, .token = cl.p[k].token, .pid = getpid()};
+	struct msg_rep r;
+	int fd = cl_hub_connect(), ret;
+	if (fd < 0)
+		return fd;
+	ret = cl_rpc_on(fd, &q, &r, -1, NULL, 0);
+	if (!ret && r.status)
+		ret = r.status < 0 ? r.status : -EPROTO;
+	if (ret < 0) {
+		sys_close(fd);
+		return ret;
+	}
+	*token = r.token;
+	return fd;
+}
 
 static void fork_prepare(void)
 {
-	struct msg_req q = {.op = MSG_FORK};
-	struct msg_rep r;
-	fork_fd = -1;
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		fork_fd[k] = -1;
 	pthread_mutex_lock(&cl_attach_lock);
 	pthread_mutex_lock(&cl_rpc_lock);
 	if (cl.attached <= 0)
 		return;
-	q.token = cl.token;
-	q.pid = getpid();
-	fork_fd = cl_hub_connect();
-	if (fork_fd < 0)
-		fork_fd = -1; /* the child finds no connection (cl.ctl_fd -1) */
-	if (fork_fd >= 0 && (cl_rpc_on(fork_fd, &q, &r, -1, NULL, 0) < 0 || r.status)) {
-		sys_close(fork_fd);
-		fork_fd = -1;
-	}
-	if (fork_fd >= 0)
-		fork_token = r.token;
+	/* where one fails, the child finds no connection (ctl_fd -1) */
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		if (cl.p[k].arena && (fork_fd[k] = fork_conn(k, &fork_token[k])) < 0)
+			fork_fd[k] = -1;
 }
 
 static void fork_parent(void)
 {
-	if (fork_fd >= 0)
-		sys_close(fork_fd);
-	fork_fd = -1;
+	for (uint32_t k = 0; k < CL_POOLS; k++) {
+		if (fork_fd[k] >= 0)
+			sys_close(fork_fd[k]);
+		fork_fd[k] = -1;
+	}
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
 }
@@ -61,15 +76,18 @@ static void fork_child(void)
 {
 	vs_fork_child();
 	cl.pid = getpid();
-	if (cl.attached > 0) {
+	for (uint32_t k = 0; k < CL_POOLS && cl.attached > 0; k++) {
 		struct msg_req q = {.op = MSG_CHILD, .pid = getpid()};
-		sys_close(cl.ctl_fd);
-		cl.ctl_fd = fork_fd;
-		cl.token = fork_token;
-		if (fork_fd >= 0)
-			cl_rpc_on(fork_fd, &q, NULL, -1, NULL, 0);
+		if (!cl.p[k].arena)
+			continue;
+		sys_close(cl.p[k].ctl_fd);
+		cl.p[k].ctl_fd = fork_fd[k];
+		cl.p[k].token = fork_token[k];
+		if (fork_fd[k] >= 0)
+			cl_rpc_on(fork_fd[k], &q, NULL, -1, NULL, 0);
 	}
-	fork_fd = -1;
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		fork_fd[k] = -1;
 	/* this thread took them in fork_prepare */
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
@@ -81,7 +99,6 @@ static _Atomic int watch_fd = -1;
 static void *watch_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
-	struct arena_hdr *h = cl.arena;
 	char b;
 	ssize_t n;
 	do
@@ -89,9 +106,11 @@ static void *watch_main(void *arg)
 	while (n < 0 && errno == EINTR);
 	/* the hub never writes here: whatever ended the wait is its end */
 	atomic_store(&watch_fd, -1);
-	atomic_store(&h->hub_dead, 1);
-	for (uint32_t i = 0, n = cl_slots_hi(); i < n; i++) {
-		struct arena_slot *s = arena_slot(cl.arena, i);
+	for (uint32_t k = 0; k < CL_POOLS; k++)
+		if (cl.p[k].arena)
+			atomic_store(&((struct arena_hdr *)cl.p[k].arena)->hub_dead, 1);
+	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1)) {
+		struct arena_slot *s = cl_slot(i);
 		atomic_fetch_add(&s->wake_seq, 1);
 		sys_futex(&s->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
 	}
@@ -135,23 +154,18 @@ void cl_watch(void)
  * not survive the exec (close-on-exec) are released on it, and it is left
  * open across the exec; the new program names itself on it (MSG_EXECED)
  * and maps the pool again.  When exec fails, closing it undoes all. */
-int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop)
+int cl_exec_begin(uint32_t k, const uint32_t *slots, const uint32_t *gens, int ndrop)
 {
-	struct msg_req q = {.op = MSG_FORK};
 	struct msg_rep r;
-	int fd, ret;
-	if (cl.attached <= 0 || cl_hub_dead())
+	uint64_t token;
+	int fd, ret = 0;
+	if (cl.attached <= 0 || cl_hub_dead() || k >= CL_POOLS || !cl.p[k].arena)
 		return -ENOTCONN;
-	q.token = cl.token;
-	q.pid = getpid();
-	fd = cl_hub_connect();
+	fd = fork_conn(k, &token);
 	if (fd < 0)
 		return fd;
-	ret = cl_rpc_on(fd, &q, &r, -1, NULL, 0);
-	if (!ret && r.status)
-		ret = r.status < 0 ? r.status : -EPROTO;
 	for (int i = 0; i < ndrop && !ret; i++) {
-		struct msg_req d = {.op = MSG_RELEASE, .slot = slots[i], .gen = gens[i]};
+		struct msg_req d = {.op = MSG_RELEASE, .slot = slots[i] & CL_SLOT_MASK, .gen = gens[i]};
 		ret = cl_rpc_on(fd, &d, &r, -1, NULL, 0);
 	}
 	if (!ret && sys_fcntl(fd, F_SETFD, 0) < 0)
@@ -163,24 +177,29 @@ int cl_exec_begin(const uint32_t *slots, const uint32_t *gens, int ndrop)
 	return fd;
 }
 
-int cl_exec_adopt(int fd)
+int cl_exec_adopt(uint32_t k, int fd)
 {
 	struct msg_req q = {.op = MSG_EXECED, .pid = getpid()};
 	struct msg_rep r;
 	int fds[2], ret;
 	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
-	ret = cl_rpc_on(fd, &q, &r, -1, fds, 2);
+	if (k >= CL_POOLS || cl.p[k].arena || (k && cl.attached <= 0))
+		ret = -EINVAL; /* pool 0 first, each once */
+	else
+		ret = cl_rpc_on(fd, &q, &r, -1, fds, 2);
 	if (!ret && (r.status || fds[0] < 0 || fds[1] < 0))
 		ret = r.status < 0 ? r.status : -EPROTO;
 	if (!ret)
-		ret = cl_map_pool(&r, fds);
+		ret = cl_map_pool(k, &r, fds);
 	if (ret < 0) {
 		sys_close(fd);
-		cl.attached = -1;
+		if (k == 0)
+			cl.attached = -1;
 		return ret;
 	}
-	cl.ctl_fd = fd;
-	cl.attached = 1;
+	cl.p[k].ctl_fd = fd;
+	if (k == 0)
+		cl.attached = 1;
 	return 0;
 }
 
@@ -188,7 +207,9 @@ int cl_exec_adopt(int fd)
  * The sender asks for a token to send in its descriptor's place; the
  * receiver shows the hub the token's name and gets the descriptor back
  * (core/hub/pass.c).  A process that has no pool yet joins the socket's
- * on a connection of its own, which becomes its connection to the hub. */
+ * on a connection of its own, which becomes its connection to the hub;
+ * one in another pool joins the socket's as one more of its pools
+ * (client.h), on one more connection, when it has room. */
 int cl_pass(uint32_t slot, uint32_t gen, int fd)
 {
 	struct msg_req q = {.op = MSG_PASS, .slot = slot, .gen = gen};
@@ -196,9 +217,7 @@ int cl_pass(uint32_t slot, uint32_t gen, int fd)
 	int t = -1, ret;
 	if (cl.attached <= 0 || cl_hub_dead())
 		return -ENOTCONN;
-	pthread_mutex_lock(&cl_rpc_lock);
-	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, &q, &r, fd, &t, 1) : -ECONNRESET;
-	pthread_mutex_unlock(&cl_rpc_lock);
+	ret = cl_rpc_fds(&q, &r, fd, &t, 1);
 	if (!ret && (r.status || t < 0)) {
 		if (t >= 0)
 			sys_close(t);
@@ -207,47 +226,81 @@ int cl_pass(uint32_t slot, uint32_t gen, int fd)
 	return ret < 0 ? ret : t;
 }
 
+/* ADOPT on pool K's connection FD, which joins the socket's pool when it
+ * is new (FRESH); the rpc lock held.  0 (A filled in) or -errno; R: the
+ * reply, whose pool_id names the socket's pool on -EXDEV. */
+static int adopt_on(uint32_t k, int fd, int fresh, struct msg_req *q, int lfd, struct msg_rep *r,
+		    struct cl_adopted *a)
+{
+	int fds[4] = {-1, -1, -1, -1}, ret, e = 1;
+	r->pool_id = 0;
+	ret = cl_rpc_on(fd, q, r, lfd, fds, 4);
+	if (!ret && (r->status || fds[0] < 0))
+		ret = r->status < 0 ? r->status : -EPROTO;
+	if (!ret && fresh != !!(r->flags & MSG_ADOPT_JOINED))
+		ret = -EPROTO;
+	if (!ret && fresh) {
+		ret = cl_map_pool(k, r, fds + 1);
+		fds[1] = fds[2] = -1;
+		e = 3;
+		if (!ret)
+			cl.p[k].ctl_fd = fd;
+	}
+	if (ret < 0) {
+		for (int i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				sys_close(fds[i]);
+		return ret;
+	}
+	a->slot = (r->slot & CL_SLOT_MASK) | k << CL_POOL_SHIFT;
+	a->gen = r->gen;
+	a->listener = !!(r->flags & MSG_ADOPT_LISTENER);
+	a->fd = fds[0];
+	a->evfd = a->listener ? cl_hi_fd(fds[e]) : -1;
+	vs_ref(a->slot);
+	return 0;
+}
+
+/* the same on a new connection, as pool K */
+static int adopt_new(uint32_t k, struct msg_req *q, int lfd, struct msg_rep *r, struct cl_adopted *a)
+{
+	int fd = cl_hub_connect(), ret;
+	if (fd < 0)
+		return fd;
+	ret = adopt_on(k, fd, 1, q, lfd, r, a);
+	if (ret < 0)
+		sys_close(fd);
+	return ret;
+}
+
 int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a)
 {
 	struct msg_req q = {.op = MSG_ADOPT, .slot = id, .token = secret, .arg = lfd >= 0};
 	struct msg_rep r;
-	int fds[4] = {-1, -1, -1, -1}, fd = -1, ret, k = 1;
+	uint32_t k;
+	int ret;
 	if (cl.attached < 0 || cl.kernel_only || cl_hub_dead())
 		return -ENOTCONN;
 	pthread_mutex_lock(&cl_attach_lock);
 	pthread_mutex_lock(&cl_rpc_lock);
-	if (cl.attached > 0)
-		ret = cl_rpc_on(cl.ctl_fd, &q, &r, lfd, fds, 4);
-	else if ((fd = cl_hub_connect()) < 0)
-		ret = fd;
-	else
-		ret = cl_rpc_on(fd, &q, &r, lfd, fds, 4);
-	if (!ret && (r.status || fds[0] < 0))
-		ret = r.status < 0 ? r.status : -EPROTO;
-	if (!ret && (r.flags & MSG_ADOPT_JOINED) && fd >= 0) {
-		ret = cl_map_pool(&r, fds + 1);
-		fds[1] = fds[2] = -1;
-		k = 3;
-		if (!ret) {
-			cl.ctl_fd = fd;
+	if (cl.attached <= 0) {
+		ret = adopt_new(0, &q, lfd, &r, a);
+		if (!ret)
 			cl.attached = 1;
-			fd = -1;
+	} else if ((ret = adopt_on(0, cl.p[0].ctl_fd, 0, &q, lfd, &r, a)) == -EXDEV && r.pool_id) {
+		/* the socket is another pool's: one this process is in, or
+		 * one it joins where it has room (else EXDEV stays) */
+		for (k = 1; k < CL_POOLS && !(cl.p[k].arena && cl.p[k].id == r.pool_id); k++)
+			;
+		if (k < CL_POOLS) {
+			ret = adopt_on(k, cl.p[k].ctl_fd, 0, &q, lfd, &r, a);
+		} else {
+			for (k = 1; k < CL_POOLS && cl.p[k].arena; k++)
+				;
+			if (k < CL_POOLS)
+				ret = adopt_new(k, &q, lfd, &r, a);
 		}
 	}
-	if (!ret) {
-		a->slot = r.slot;
-		a->gen = r.gen;
-		a->listener = !!(r.flags & MSG_ADOPT_LISTENER);
-		a->fd = fds[0];
-		a->evfd = a->listener ? cl_hi_fd(fds[k]) : -1;
-		vs_ref(r.slot);
-	} else {
-		for (int i = 0; i < 4; i++)
-			if (fds[i] >= 0)
-				sys_close(fds[i]);
-	}
-	if (fd >= 0)
-		sys_close(fd);
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
 	return ret;
@@ -255,8 +308,14 @@ int cl_adopt(uint32_t id, uint64_t secret, int lfd, struct cl_adopted *a)
 
 int cl_own_fds(int *out, int max)
 {
-	int n = 0, v[] = {cl.ctl_fd, cl.evfd, atomic_load(&watch_fd), fork_fd};
-	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]) && n < max; i++)
+	int n = 0, v[1 + 3 * CL_POOLS], nv = 0;
+	v[nv++] = atomic_load(&watch_fd);
+	for (uint32_t k = 0; k < CL_POOLS; k++) {
+		v[nv++] = cl.p[k].ctl_fd;
+		v[nv++] = cl.p[k].evfd;
+		v[nv++] = fork_fd[k];
+	}
+	for (int i = 0; i < nv && n < max; i++)
 		if (v[i] >= 0)
 			out[n++] = v[i];
 	return n + vs_own_fds(out + n, max - n);

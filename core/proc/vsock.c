@@ -21,9 +21,9 @@
 
 #include <sys/stat.h>
 
-_Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS];
-_Atomic int vs_poll_fds[ARENA_MAX_SLOTS];
-_Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS];
+_Atomic uint32_t vs_proc_refs[CL_SLOTS];
+_Atomic int vs_poll_fds[CL_SLOTS];
+_Atomic uint8_t vs_poll_selfs[CL_SLOTS];
 int (*vs_poll_forget)(uint32_t slot, int pollfd, int *sets, int max);
 
 int vs_restartable(void)
@@ -48,7 +48,7 @@ int vs_restartable(void)
 /* ---- where a slot's rings are ---- */
 
 /* the pair segments this process maps, and per slot the last one used */
-struct vs_lmap_ent vs_lmap[ARENA_MAX_SLOTS];
+struct vs_lmap_ent vs_lmap[CL_SLOTS];
 static struct seg_map {
 	uint32_t id;
 	uint8_t *base;
@@ -120,16 +120,16 @@ static int refs_drop(uint32_t slot)
 	return n <= 1;
 }
 
-_Atomic uint32_t vs_busy[ARENA_MAX_SLOTS];
-static uint32_t vs_gone_gen[ARENA_MAX_SLOTS];
-static uint8_t vs_gone_abort[ARENA_MAX_SLOTS];
+_Atomic uint32_t vs_busy[CL_SLOTS];
+static uint32_t vs_gone_gen[CL_SLOTS];
+static uint8_t vs_gone_abort[CL_SLOTS];
 
 static int release(uint32_t slot, uint32_t gen, int abort, int late);
 
 void vs_fork_child(void)
 {
 	/* the calls under way in the parent's other threads are not here */
-	for (uint32_t i = 0, n = cl_slots_hi(); i < n; i++)
+	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1))
 		if (atomic_load_explicit(&vs_busy[i], memory_order_relaxed))
 			atomic_store_explicit(&vs_busy[i], 0, memory_order_relaxed);
 }
@@ -204,20 +204,22 @@ int vs_unref_abort(uint32_t slot, uint32_t gen)
 
 int vs_held(uint32_t slot)
 {
-	return slot < ARENA_MAX_SLOTS && atomic_load(&vs_proc_refs[slot]);
+	return slot < CL_SLOTS && atomic_load(&vs_proc_refs[slot]);
 }
 
 uint32_t vs_nrefs(uint32_t slot)
 {
-	return slot < ARENA_MAX_SLOTS ? atomic_load(&vs_proc_refs[slot]) : 0;
+	return slot < CL_SLOTS ? atomic_load(&vs_proc_refs[slot]) : 0;
 }
 
 void vs_exiting(int yes)
 {
-	struct msg_req q = {.op = MSG_EXITING, .arg = yes};
 	struct msg_rep r;
-	if (cl.attached > 0 && !cl_hub_dead())
-		cl_rpc(&q, &r, -1);
+	for (uint32_t k = 0; k < CL_POOLS && cl.attached > 0 && !cl_hub_dead(); k++) {
+		struct msg_req q = {.op = MSG_EXITING, .arg = yes};
+		if (cl.p[k].arena)
+			cl_rpc_pool(k, &q, &r, -1, NULL, 0);
+	}
 }
 
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize, int kfd,
@@ -248,7 +250,7 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 	efd = cl_hi_fd(efd);
 	q.addr = *bound;
 	pthread_mutex_lock(&cl_rpc_lock);
-	ret = cl.ctl_fd >= 0 ? cl_rpc_on(cl.ctl_fd, &q, &r, efd, &got, 1) : -ECONNRESET;
+	ret = cl.p[0].ctl_fd >= 0 ? cl_rpc_on(cl.p[0].ctl_fd, &q, &r, efd, &got, 1) : -ECONNRESET;
 	pthread_mutex_unlock(&cl_rpc_lock);
 	if (ret < 0 || r.status) {
 		sys_close(efd);

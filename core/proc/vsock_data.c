@@ -222,7 +222,7 @@ VS_INLINE int send_stop(struct xfer *x)
 }
 
 /* the slot generation + 1 whose send ring the hub will not grow */
-static uint32_t vs_tx_nogrow[ARENA_MAX_SLOTS];
+static uint32_t vs_tx_nogrow[CL_SLOTS];
 
 /* The send ring is full and its reader stalled: ask the hub for one twice
  * the size, so that what the kernel's grown buffers would hold fits (up to
@@ -255,7 +255,7 @@ static __attribute__((noinline)) int send_grow(struct xfer *x)
  * head moves (a stream: a larger ring would only cost cache).  Per slot:
  * the head (+ 1) when the ring was found full, and since when. */
 #define VS_STALL_NS (10 * 1000000ull)
-static uint64_t vs_stall_head[ARENA_MAX_SLOTS], vs_stall_t0[ARENA_MAX_SLOTS];
+static uint64_t vs_stall_head[CL_SLOTS], vs_stall_t0[CL_SLOTS];
 
 /* Nanoseconds left before the full ring counts as stalled; 0: it is. */
 static uint64_t stall_left(uint32_t slot, uint64_t head)

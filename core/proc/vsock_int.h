@@ -21,9 +21,9 @@
 /* a helper of send or recv: always folded into its one caller */
 #define VS_INLINE static inline __attribute__((always_inline))
 
-extern _Atomic uint32_t vs_proc_refs[ARENA_MAX_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
-extern _Atomic int vs_poll_fds[ARENA_MAX_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
-extern _Atomic uint8_t vs_poll_selfs[ARENA_MAX_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
+extern _Atomic uint32_t vs_proc_refs[CL_SLOTS] VS_HIDDEN; /* descriptors of this process per slot */
+extern _Atomic int vs_poll_fds[CL_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
+extern _Atomic uint8_t vs_poll_selfs[CL_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
 
 /* CLOCK_MONOTONIC in nanoseconds: spinning, stall and socket timeouts */
 static inline uint64_t vs_now_ns(void)
@@ -39,7 +39,7 @@ static inline uint64_t vs_now_ns(void)
  * thread closes: so does this, and the slot cannot be given to another
  * socket under a blocked recv. */
 #define VS_BUSY_GONE (1u << 31)
-extern _Atomic uint32_t vs_busy[ARENA_MAX_SLOTS] VS_HIDDEN;
+extern _Atomic uint32_t vs_busy[CL_SLOTS] VS_HIDDEN;
 void vs_release_waited(uint32_t slot) VS_HIDDEN;
 
 /* A call on the slot begins: 0, or -EBADF when it was released meanwhile. */
@@ -66,7 +66,7 @@ struct vs_lmap_ent {
 	_Atomic uint64_t key;
 	uint8_t *base;
 };
-extern struct vs_lmap_ent vs_lmap[ARENA_MAX_SLOTS] VS_HIDDEN;
+extern struct vs_lmap_ent vs_lmap[CL_SLOTS] VS_HIDDEN;
 uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key) VS_HIDDEN;
 
 /* vsock_data.c: wait for the slot's futex word to move past seq (0,
@@ -114,8 +114,8 @@ static inline void vs_ring_leave(_Atomic uint32_t *in)
 
 static inline void vs_ring_bell(uint32_t slot, uint32_t op)
 {
-	if (arena_ring(cl.arena, slot, op))
-		cl_kick();
+	if (arena_ring(cl_arena(slot), slot & CL_SLOT_MASK, op))
+		cl_kick(slot >> CL_POOL_SHIFT);
 }
 
 static inline void vs_poll_bell(uint32_t slot)
@@ -143,7 +143,7 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
 	v->size = __atomic_load_n(&r->size, __ATOMIC_ACQUIRE); /* then its place (pair.c) */
 	if (!seg) {
 		v->c = r;
-		v->base = arena_bytes(cl.arena, r->off);
+		v->base = arena_bytes(cl_arena(slot), r->off);
 		v->d = NULL;
 		return 0;
 	}

@@ -79,7 +79,7 @@ int vs_own_fds(int *out, int max)
 	int n = 0, sp = atomic_load(&vs_spare);
 	if (sp >= 0 && n < max)
 		out[n++] = sp;
-	for (uint32_t i = 0, hi = cl_slots_hi(); i < hi && n < max; i++) {
+	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS && n < max; i = cl_slot_at(i + 1)) {
 		int fd = atomic_load(&vs_poll_fds[i]) - 1;
 		if (fd >= 0 && !atomic_load(&vs_poll_selfs[i]))
 			out[n++] = fd;

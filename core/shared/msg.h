@@ -64,7 +64,9 @@ enum msg_op {
 			   reply carries the passed
 			   descriptor, a listener's eventfd when rep.flags has
 			   MSG_ADOPT_LISTENER, and the pool's arena memfd and
-			   eventfd (as HELLO's) when it has MSG_ADOPT_JOINED */
+			   eventfd (as HELLO's) when it has MSG_ADOPT_JOINED;
+			   -EXDEV with pool_id = the socket's pool when this
+			   connection's process is in another pool */
 	MSG_MAX = MSG_ADOPT
 };
 
