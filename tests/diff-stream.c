@@ -38,8 +38,8 @@
  * recvmsg, or an edge-triggered epoll set drained to EAGAIN; writes by
  * writev, sendmsg, or send MSG_DONTWAIT; a step "timeo" (a read under
  * SO_RCVTIMEO with nothing coming: EAGAIN); and at the end the poll
- * events that FIN or a reset raise, SO_ERROR after a reset, the read
- * after it, and a write after it.
+ * events that FIN or a reset raise, SO_ERROR after a reset and the poll
+ * events then, the read after it, and a write after it.
  * Each side prints one line per step it saw: "cC SS who what", where what
  * is "ok N", "eof", or an errno name, never a time.  The program that
  * would deadlock on kernel TCP is never generated.
@@ -58,7 +58,6 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
 #include "diff-stream-calls.h"
 #include "helpers.h"
 
@@ -448,6 +447,7 @@ static void run_end(int fd, const struct conn *c)
 				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
 				getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
 				say(86, err ? ename(err) : "so_error 0", -1);
+				say_poll(fd, 87, POLLIN | POLLOUT | POLLRDHUP, 0, -1); /* the error went */
 			}
 			r = read(fd, &b, 1);
 			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);

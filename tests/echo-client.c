@@ -10,8 +10,10 @@
  * sending side and expects EOF right after the last echoed byte.
  *
  * Prints one summary line:
- *   echo-client: conns=N verified=N resets=N bytes=B
- * where B is the number of bytes echoed and checked over all connections.
+ *   echo-client: conns=N verified=N resets=N errors=N bytes=B stall_ms=S
+ * where B is the number of bytes echoed and checked over all connections,
+ * and S the longest time any connection went without an echoed byte (the
+ * pause an outage caused, for example).
  * With -w HOLDFILE: after the summary, prints "done", keeps every
  * connection open until HOLDFILE exists (at most 300 s), then closes them.
  *
@@ -46,6 +48,7 @@ struct conn {
 	_Atomic int writer_done;
 	_Atomic int result;        /* C_* */
 	uint64_t verified;
+	double last_t, stall;      /* reader: when bytes last came; the longest wait */
 	pthread_t wt, rt;
 	char why[200];
 };
@@ -135,6 +138,7 @@ static void *reader(void *arg)
 	uint8_t *buf = malloc(64 << 10);
 	if (!buf)
 		t_die("echo-client: out of memory");
+	c->last_t = elapsed();
 	for (;;) {
 		if (atomic_load(&c->result) != C_OK)
 			break;
@@ -197,6 +201,10 @@ static void *reader(void *arg)
 			break;
 		}
 		c->verified += (uint64_t)n;
+		double now = elapsed();
+		if (now - c->last_t > c->stall)
+			c->stall = now - c->last_t;
+		c->last_t = now;
 	}
 	free(buf);
 	return NULL;
@@ -266,6 +274,7 @@ int main(int argc, char **argv)
 			t_die("echo-client: pthread_create failed");
 	}
 	uint64_t bytes = 0;
+	double stall = 0;
 	int verified = 0, resets = 0, errors = 0;
 	for (int i = 0; i < nconns; i++) {
 		pthread_join(conns[i].wt, NULL);
@@ -281,9 +290,11 @@ int main(int argc, char **argv)
 			errors++;
 		}
 		bytes += conns[i].verified;
+		if (conns[i].stall > stall)
+			stall = conns[i].stall;
 	}
-	printf("echo-client: conns=%d verified=%d resets=%d errors=%d bytes=%llu\n",
-	       nconns, verified, resets, errors, (unsigned long long)bytes);
+	printf("echo-client: conns=%d verified=%d resets=%d errors=%d bytes=%llu stall_ms=%.0f\n",
+	       nconns, verified, resets, errors, (unsigned long long)bytes, stall * 1000);
 	fflush(stdout);
 	if (errors)
 		return 1;

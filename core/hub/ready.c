@@ -32,8 +32,9 @@
  *             closes H, so the kernel marks P with ECONNRESET (a unix
  *             socket closed with unread data does that to its peer) and P
  *             reads POLLIN|POLLOUT|POLLRDHUP|POLLHUP|POLLERR, as a reset
- *             TCP socket; the error goes with the first read of P, as a
- *             TCP socket's with the first recv.  Closed without an error:
+ *             TCP socket; the error goes with the first read of P, or
+ *             when the process takes the reset (vs_take_error: SO_ERROR,
+ *             or the call that reports it), as a TCP socket's.  Closed without an error:
  *             H is drained and shut both ways, no POLLERR.
  *
  * The hub keeps P as long as any process holds the socket (a process that

@@ -102,7 +102,13 @@ uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key)
 
 int vs_take_error(uint32_t slot)
 {
-	return atomic_exchange(&cl_slot(slot)->error, 0);
+	int e = atomic_exchange(&cl_slot(slot)->error, 0), fd = atomic_load(&vs_poll_fds[slot]) - 1, pe;
+	socklen_t len = sizeof(pe);
+	/* the readiness descriptor's POLLERR (core/hub/ready.c) goes with it,
+	 * as a TCP socket's goes with the error it reports */
+	if (e && fd >= 0 && !cl.sandboxed)
+		syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_ERROR, &pe, &len);
+	return e;
 }
 
 void vs_ref(uint32_t slot)

@@ -65,7 +65,7 @@ static int post_srq(struct vx *vx, uint32_t i)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)(vx->rbufs + (size_t)i * WIRE_CTL_LEN),
 			      .length = WIRE_CTL_LEN, .lkey = vx->rmr[i / SRQ_BLOCK]->lkey};
-	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
+	struct ibv_recv_wr wr = {.wr_id = WR_RECV_BIT | i, .sg_list = &sge, .num_sge = 1}, *bad;
 	return ibv_post_srq_recv(vx->srq, &wr, &bad);
 }
 
@@ -298,7 +298,7 @@ static void wc_take(struct vx *vx, struct ibv_wc *w)
 			q_push(vx, &wc);
 		}
 	} else if (w->opcode == IBV_WC_RECV) {
-		const uint8_t *msg = vx->rbufs + (size_t)w->wr_id * WIRE_CTL_LEN;
+		const uint8_t *msg = vx->rbufs + (size_t)(w->wr_id & ~WR_RECV_BIT) * WIRE_CTL_LEN;
 		if (vl->rq_n) {
 			deliver_recv(vl, msg, w->byte_len);
 		} else if (!vl->established && (vl->early || (vl->early = calloc(HUB_CTL_RECVS, sizeof(*vl->early)))) &&
@@ -318,12 +318,13 @@ static void wc_take(struct vx *vx, struct ibv_wc *w)
 
 /* A completion, then its receive buffer back to the shared receive
  * queue: only once a control message in it was copied out, or the next
- * message could land in it first. */
+ * message could land in it first.  A flushed receive too (known by its
+ * id: the opcode of a completion in error is undefined). */
 static void on_wc(struct vx *vx, struct ibv_wc *w)
 {
-	int is_recv = w->opcode & IBV_WC_RECV;
+	uint64_t i = w->wr_id & ~WR_RECV_BIT;
 	wc_take(vx, w);
-	if (is_recv && w->wr_id < (uint64_t)vx->nblocks * SRQ_BLOCK && post_srq(vx, (uint32_t)w->wr_id))
+	if ((w->wr_id & WR_RECV_BIT) && i < (uint64_t)vx->nblocks * SRQ_BLOCK && post_srq(vx, (uint32_t)i))
 		log_error("verbs: cannot refill the shared receive queue");
 }
 

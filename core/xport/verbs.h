@@ -22,6 +22,10 @@
 #define SRQ_BLOCK 512 /* receives posted (and buffers registered) per live link */
 #define CQ_DEPTH 32768
 #define WR_CTL_BIT (1ull << 63)
+/* the work request id of a receive of the shared queue: this bit and its
+ * buffer's index (a send's is its sequence number, far below), so that a
+ * flushed receive, whose opcode is undefined, is known by it */
+#define WR_RECV_BIT (1ull << 62)
 
 struct vpost {           /* a posted send, until a signalled one covers it */
 	uint64_t seq, wr_id;
