@@ -1,5 +1,5 @@
 /*
- * echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] [-w HOLDFILE] [-r] HOST PORT
+ * echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] [-w HOLDFILE] [-r] [-S] HOST PORT
  *
  * Opens CONNS connections to an echo server, then on each sends MSGS
  * messages (default 16) of random size 1..MAXSIZE bytes (default 256 KiB),
@@ -10,10 +10,10 @@
  * sending side and expects EOF right after the last echoed byte.
  *
  * Prints one summary line:
- *   echo-client: conns=N verified=N resets=N errors=N bytes=B stall_ms=S
- * where B is the number of bytes echoed and checked over all connections,
- * and S the longest time any connection went without an echoed byte (the
- * pause an outage caused, for example).
+ *   echo-client: conns=N verified=N resets=N errors=N bytes=B
+ * where B is the number of bytes echoed and checked over all connections;
+ * with -S, then " stall_ms=S": the longest time any connection went
+ * without an echoed byte (the pause an outage caused, for example).
  * With -w HOLDFILE: after the summary, prints "done", keeps every
  * connection open until HOLDFILE exists (at most 300 s), then closes them.
  *
@@ -53,7 +53,7 @@ struct conn {
 	char why[200];
 };
 
-static int nconns = 0, msgs = 16, secs = 0, allow_reset = 0;
+static int nconns = 0, msgs = 16, secs = 0, allow_reset = 0, show_stall = 0;
 static uint64_t maxsize = 256 << 10, base_seed = 1;
 static const char *holdfile;
 static struct timespec t0;
@@ -238,10 +238,47 @@ static int dial(const char *host, const char *port, int idx)
 	return fd;
 }
 
+/* Every connection's end: the summary line, and the exit status, or -1
+ * when all went well (then -w holds them) */
+static int finish(void)
+{
+	uint64_t bytes = 0;
+	double stall = 0;
+	int verified = 0, resets = 0, errors = 0;
+	for (int i = 0; i < nconns; i++) {
+		pthread_join(conns[i].wt, NULL);
+		pthread_join(conns[i].rt, NULL);
+		switch (atomic_load(&conns[i].result)) {
+		case C_OK:
+			verified++;
+			break;
+		case C_RESET:
+			resets++;
+			break;
+		default:
+			errors++;
+		}
+		bytes += conns[i].verified;
+		if (conns[i].stall > stall)
+			stall = conns[i].stall;
+	}
+	printf("echo-client: conns=%d verified=%d resets=%d errors=%d bytes=%llu", nconns, verified, resets,
+	       errors, (unsigned long long)bytes);
+	if (show_stall)
+		printf(" stall_ms=%.0f", stall * 1000);
+	printf("\n");
+	fflush(stdout);
+	if (errors)
+		return 1;
+	if (resets && !allow_reset)
+		return 3;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "c:s:n:t:m:w:r")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:n:t:m:w:rS")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
@@ -250,6 +287,7 @@ int main(int argc, char **argv)
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'w': holdfile = optarg; break;
 		case 'r': allow_reset = 1; break;
+		case 'S': show_stall = 1; break;
 		default: goto usage;
 		}
 	}
@@ -273,33 +311,9 @@ int main(int argc, char **argv)
 		    pthread_create(&conns[i].wt, &a, writer, &conns[i]))
 			t_die("echo-client: pthread_create failed");
 	}
-	uint64_t bytes = 0;
-	double stall = 0;
-	int verified = 0, resets = 0, errors = 0;
-	for (int i = 0; i < nconns; i++) {
-		pthread_join(conns[i].wt, NULL);
-		pthread_join(conns[i].rt, NULL);
-		switch (atomic_load(&conns[i].result)) {
-		case C_OK:
-			verified++;
-			break;
-		case C_RESET:
-			resets++;
-			break;
-		default:
-			errors++;
-		}
-		bytes += conns[i].verified;
-		if (conns[i].stall > stall)
-			stall = conns[i].stall;
-	}
-	printf("echo-client: conns=%d verified=%d resets=%d errors=%d bytes=%llu stall_ms=%.0f\n",
-	       nconns, verified, resets, errors, (unsigned long long)bytes, stall * 1000);
-	fflush(stdout);
-	if (errors)
-		return 1;
-	if (resets && !allow_reset)
-		return 3;
+	int rc = finish();
+	if (rc >= 0)
+		return rc;
 	if (holdfile) {
 		printf("done\n");
 		fflush(stdout);
@@ -317,7 +331,7 @@ int main(int argc, char **argv)
 		close(conns[i].fd);
 	return 0;
 usage:
-	fprintf(stderr, "usage: echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] "
+	fprintf(stderr, "usage: echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] [-S] "
 			"[-w HOLDFILE] [-r] HOST PORT\n");
 	return 2;
 }

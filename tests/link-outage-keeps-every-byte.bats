@@ -26,7 +26,7 @@ cut_run() {
 	local name=$1 port=$2 pre=${3:-}
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
 	rs_wait_ready "$name-srv"
-	rs_bg "$name" "$NS_B" $pre "$RS_BIN/echo-client" -c 4 -s 11 -t 10 -m 262144 $ADDR_A "$port"
+	rs_bg "$name" "$NS_B" $pre "$RS_BIN/echo-client" -S -c 4 -s 11 -t 10 -m 262144 $ADDR_A "$port"
 	sleep 3
 	ip -n "$NS_B" link set "vb$RS_SUF" down
 	sleep 3

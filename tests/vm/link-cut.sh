@@ -106,7 +106,7 @@ if ! wait_file "$dir/server-ready" 120; then
 	fin
 fi
 # a 3 s outage in the middle of transfers to node 2: no connection lost
-"$B/rshare" run -- "$B/tests/echo-client" -c 4 -s 7 -t 12 -m 65536 10.77.0.2 7301 >"$T/blip.out" 2>&1 &
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 4 -s 7 -t 12 -m 65536 10.77.0.2 7301 >"$T/blip.out" 2>&1 &
 blip_pid=$!
 pids+=("$blip_pid")
 sleep 3
@@ -129,7 +129,7 @@ fi
 "$B/rshare" run -- "$B/tests/echo-server" -w 1 7302 >"$T/local-server.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do grep -q '^ready$' "$T/local-server.out" && break; sleep 0.1; done
-"$B/rshare" run -- "$B/tests/echo-client" -c 2 -t 25 -m 65536 127.0.0.1 7302 >"$T/local.out" 2>&1 &
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -t 25 -m 65536 127.0.0.1 7302 >"$T/local.out" 2>&1 &
 local_pid=$!
 # idle connections to node 2: verified once, then held with nothing in flight
 "$B/rshare" run -- "$B/tests/echo-client" -c 4 -n 2 -m 4096 -w "$T/release" 10.77.0.2 7301 \
