@@ -239,35 +239,6 @@ static int do_serve(const char *how, int port, int n, const char *path)
 	return 0;
 }
 
-static int do_take(const char *path, int n)
-{
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	int ul = socket(AF_UNIX, SOCK_STREAM, 0), u, fd, acc;
-	socklen_t al = sizeof(acc);
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	unlink(path);
-	if (bind(ul, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ul, 4) < 0)
-		t_die("unix listen: %s", strerror(errno));
-	printf("ready\n");
-	fflush(stdout);
-	u = accept(ul, NULL, NULL);
-	while ((fd = recv_fd(u)) >= 0) {
-		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc) {
-			for (int i = 1; i < n; i++) {
-				int c = accept(fd, NULL, NULL);
-				if (c < 0)
-					t_die("accept on the listener taken: %s", strerror(errno));
-				put(c, "taker\n");
-				serve(c);
-			}
-			close(fd);
-			continue;
-		}
-		serve(fd);
-	}
-	return 0;
-}
-
 /* serve c here (0), in a child (1), or in a program a child execs (2) */
 static void serve_by(int c, int how)
 {
@@ -294,32 +265,58 @@ static void serve_by(int c, int how)
 	waitpid(pid, NULL, 0);
 }
 
-static int do_take_many(const char *path, int givers, int port)
+/* a unix listener at path, for givers to connect to */
+static int unix_listen(const char *path)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	int ul = socket(AF_UNIX, SOCK_STREAM, 0), l = listener(port), u, fd, i = 0, c, acc;
-	socklen_t al = sizeof(acc);
+	int ul = socket(AF_UNIX, SOCK_STREAM, 0);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 	unlink(path);
 	if (bind(ul, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ul, 4) < 0)
 		t_die("unix listen: %s", strerror(errno));
+	return ul;
+}
+
+/* What comes over u until its end: each connection served, each listener
+ * accepted on NACC times (each connection told "taker" first), then
+ * closed; here, or with TURN by turns (serve_by with *TURN, counted on) */
+static void take_from(int u, int nacc, int *turn)
+{
+	int fd, acc;
+	socklen_t al = sizeof(acc);
+	while ((fd = recv_fd(u)) >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc) {
+			for (int i = 0; i < nacc; i++) {
+				int c = accept(fd, NULL, NULL);
+				if (c < 0)
+					t_die("accept on the listener taken: %s", strerror(errno));
+				put(c, "taker\n");
+				serve_by(c, turn ? (*turn)++ % 3 : 0);
+			}
+			close(fd);
+			continue;
+		}
+		serve_by(fd, turn ? (*turn)++ % 3 : 0);
+	}
+}
+
+static int do_take(const char *path, int n)
+{
+	int ul = unix_listen(path);
+	printf("ready\n");
+	fflush(stdout);
+	take_from(accept(ul, NULL, NULL), n - 1, NULL);
+	return 0;
+}
+
+static int do_take_many(const char *path, int givers, int port)
+{
+	int l = listener(port), ul = unix_listen(path), turn = 0, u, c;
 	printf("ready\n");
 	fflush(stdout);
 	for (int g = 0; g < givers; g++) {
 		u = accept(ul, NULL, NULL);
-		while ((fd = recv_fd(u)) >= 0) {
-			if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc) {
-				for (int k = 0; k < 2; k++) {
-					if ((c = accept(fd, NULL, NULL)) < 0)
-						t_die("accept on the listener taken: %s", strerror(errno));
-					put(c, "taker\n");
-					serve_by(c, i++ % 3);
-				}
-				close(fd);
-				continue;
-			}
-			serve_by(fd, i++ % 3);
-		}
+		take_from(u, 2, &turn);
 		close(u);
 	}
 	if ((c = accept(l, NULL, NULL)) < 0)

@@ -189,7 +189,7 @@ int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds)
 	p->arena_bytes = r.arena_bytes;
 	p->id = r.pool_id;
 	cl.pid = getpid();
-	{
+	if (k == 0) { /* the process's own settings, once: joined pools share them */
 		const struct cfg *c = cfg_lib();
 		const char *e = getenv("RSHARE_SPIN_US");
 		int us = c && c->spin_us >= 0 ? c->spin_us : CFG_DEFAULT_SPIN_US;
