@@ -7,7 +7,7 @@
  * the link (rshare-protocol(7)):
  *
  *   magic     HELLO with a wrong magic
- *   version   HELLO with protocol version 2
+ *   version   HELLO with the protocol version after the hub's
  *   nothello  a well formed CONTROL (SEND) frame as the first frame
  *   type      HELLO, then a frame of unknown type 9
  *   op        HELLO, then a control message with unknown op 77

@@ -98,12 +98,12 @@ static void good_file_cases(struct cfg *c, char *err, size_t errlen)
 		   "use rshare connect * 10.1.2.3\n"
 		   "use tcp both * [fd00::]/8:80\n"
 		   "use tcp connect cli?nt 192.168.0.0/16:22\n"
-		   "use tcp connect * 127.0.0.1:7000\nlink_timeout 900",
+		   "use tcp connect * 127.0.0.1:7000\nlink_timeout 900\nlink_outage 60",
 		   c, err, errlen) == 0,
 	      "good file: %s", err);
 	CHECK(!strcmp(c->transport, "soft") && c->port == 19000 && c->log == LOG_LVL_DEBUG &&
 		      c->rcvbuf == 65536 && c->sndbuf == 1048576 && !strcmp(c->hub, "/opt/rshared") &&
-		      c->link_timeout == 900 && c->nrules == 6,
+		      c->link_timeout == 900 && c->link_outage == 60 && c->nrules == 6,
 	      "values %s %d %d %u %u %s %d %u", c->transport, c->port, c->log, c->rcvbuf, c->sndbuf, c->hub,
 	      c->link_timeout, c->nrules);
 	choose(c, CFG_LISTEN, "srv", "0.0.0.0", 5003, CFG_TCP, 9);
@@ -137,6 +137,7 @@ static void error_cases(void)
 	bad("hub rshared\n", "1: hub: 'rshared' is not an absolute path");
 	bad("link_timeout 0\n", "1: link_timeout: '0' is not a number of seconds (1-86400)");
 	bad("link_timeout 3s\n", "1: link_timeout: '3s' is not a number of seconds (1-86400)");
+	bad("link_outage 86401\n", "1: link_outage: '86401' is not a number of seconds (1-86400)");
 	bad("port 1\nuse udp both * *\n", "2: use: 'udp' is not rshare or tcp");
 	bad("use tcp accept * *\n", "1: use: 'accept' is not listen, connect or both");
 	bad("use tcp both *\n",
@@ -179,6 +180,13 @@ static void env_cases(struct cfg *c, char *err, size_t errlen)
 	setenv("RSHARE_LINK_TIMEOUT", "30", 1);
 	CHECK(cfg_env(c, err, errlen) == 0 && c->link_timeout == 30, "env link_timeout: %d", c->link_timeout);
 	unsetenv("RSHARE_LINK_TIMEOUT");
+	setenv("RSHARE_LINK_OUTAGE", "120", 1);
+	CHECK(cfg_env(c, err, errlen) == 0 && c->link_outage == 120, "env link_outage: %d", c->link_outage);
+	setenv("RSHARE_LINK_OUTAGE", "0", 1);
+	CHECK(cfg_env(c, err, errlen) == -1 &&
+		      !strcmp(err, "RSHARE_LINK_OUTAGE: '0' is not a number of seconds (1-86400)"),
+	      "bad env link_outage: %s", err);
+	unsetenv("RSHARE_LINK_OUTAGE");
 	setenv("RSHARE_LOG", "chatty", 1);
 	CHECK(cfg_env(c, err, errlen) == -1 &&
 		      !strcmp(err, "RSHARE_LOG: 'chatty' is not error, warn, info or debug"),

@@ -230,6 +230,14 @@ static struct wire_ctl ctl_of(uint8_t op)
 		c.dst = 0x00700007;
 		c.val = 1u << 30;
 		break;
+	case CTL_RESUME:
+		c.dst = 0x00800008;
+		c.src = 0x00900009;
+		c.ring = 256u << 10;
+		c.val = 0x123456789ull;
+		c.reason = RESUME_HAVE_FIN;
+		wire_resume_put(&c, 0x1111222233334444ull, 0x5555666677778888ull, 0x99990000aaaabbbbull);
+		break;
 	default:
 		c.dst = 0x00400004;
 	}
@@ -355,6 +363,22 @@ static void ctl_reject_cases(void)
 	c = ctl_of(CTL_RING); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_RING); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_RING_ACK); c.rkey = 1; ctl_put(&c); REJECT(dec_ctl);
+	/* RESUME: both ids, a ring size, no flag but HAVE_FIN, no key; its
+	 * positions come back as they went */
+	c = ctl_of(CTL_RESUME); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RESUME); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RESUME); c.ring = 3; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RESUME); c.reason = 2; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_RESUME); c.rkey = 1; ctl_put(&c); REJECT(dec_ctl);
+	{
+		uint64_t done, head, at;
+		const char *w = NULL;
+		c = ctl_of(CTL_RESUME);
+		ctl_put(&c);
+		CHECK_EQ(wire_ctl_decode(cb, WIRE_CTL_LEN, &co, &w), 0);
+		wire_resume_get(&co, &done, &head, &at);
+		CHECK(done == 0x1111222233334444ull && head == 0x5555666677778888ull && at == 0x99990000aaaabbbbull);
+	}
 	/* ACCEPT: both ids needed */
 	c = ctl_of(CTL_ACCEPT); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_ACCEPT); c.src = 0; ctl_put(&c); REJECT(dec_ctl);

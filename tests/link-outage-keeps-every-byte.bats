@@ -6,7 +6,9 @@
 # the connections ran over the one link and that it was never dropped; the
 # link's transport retransmits what the cut lost (rshare.conf(5):
 # link_timeout, 10 s by default).  With link_timeout 1 the same cut
-# outlasts the link: it is dropped and its connections reset.
+# outlasts the link: it is lost, and its connections wait for a new one
+# and go on over it (rshare-protocol(7), LINKS LOST), streams and idle
+# connections alike, as on kernel TCP.
 
 load lib
 
@@ -33,6 +35,24 @@ cut_run() {
 	ip -n "$NS_B" link set "vb$RS_SUF" up
 	rs_wait_file "$RS_TMP/$name.out" '^echo-client:' 1 90
 	sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$RS_TMP/$name.out"
+}
+
+# resumed_on_both N: the hubs' stat says that a link was lost, that N
+# connections went on on each side over a soft link, and none fell back
+resumed_on_both() {
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the link was lost and the $1 connections resumed on both sides" --argjson n "$1" \
+		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" '
+		$a[0] as $A | $b[0] as $B |
+		fail($A.counters.links_lost + $B.counters.links_lost >= 1;
+		     "links_lost A \($A.counters.links_lost) B \($B.counters.links_lost)"),
+		fail($A.counters.conns_resumed >= $n and $B.counters.conns_resumed >= $n;
+		     "conns_resumed A \($A.counters.conns_resumed) B \($B.counters.conns_resumed)"),
+		fail($A.counters.fallback_connects == 0 and $B.counters.fallback_connects == 0;
+		     "fallback_connects A \($A.counters.fallback_connects) B \($B.counters.fallback_connects)"),
+		fail([$B.links[] | select(.state == "up" and .transport == "soft")] | length >= 1;
+		     "B has no soft link up")'
 }
 
 stall_of() {
@@ -65,18 +85,68 @@ stall_of() {
 		     "fallback_connects A \($A.counters.fallback_connects) B \($B.counters.fallback_connects)")'
 }
 
-@test "with link_timeout 1, the same outage drops the link and resets its connections" {
-	local r
+@test "with link_timeout 1, the same outage loses the link and the streams go on over a new one, every byte verified, as on kernel TCP" {
+	local k r
 	rs_hub_start "$NS_A" env RSHARE_LINK_TIMEOUT=1
 	rs_hub_start "$NS_B" env RSHARE_LINK_TIMEOUT=1
+	k=$(cut_run kernel-lost 7716)
 	r=$(cut_run short 7713 --rshare)
-	echo "rshare with link_timeout 1: $r"
-	[[ $r == conns=4\ verified=*\ resets=[1-9]* || $r == *errors=[1-9]* ]] ||
-		rs_fail "the connections outlived a link timeout of 1 s: $r"
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
-	rs_stat "$NS_B" >"$RS_TMP/statB.json"
-	rs_jq_check "a link was dropped" --slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" '
-		$a[0] as $A | $b[0] as $B |
-		fail($A.counters.links_dropped + $B.counters.links_dropped >= 1;
-		     "links_dropped A \($A.counters.links_dropped) B \($B.counters.links_dropped)")'
+	echo "kernel TCP: $k; rshare with link_timeout 1: $r"
+	echo "# 3 s cut, link_timeout 1 s, longest pause: kernel TCP $(stall_of kernel-lost) ms, rshare $(stall_of short) ms" >&3
+	[[ $k == "conns=4 verified=4 resets=0 errors=0" ]] || rs_fail "kernel TCP: $k"
+	[[ $r == "$k" ]] || rs_fail "rshare: $r, kernel TCP: $k ($(cat "$RS_TMP/short.err"))"
+	resumed_on_both 4
+}
+
+# idle_run NAME PORT [--rshare]: a program on B holds 3 connections to A's
+# echo server, each echoed once; B's interface goes down for 3 s; then each
+# connection is echoed once more.  Its transcript.
+idle_run() {
+	local name=$1 port=$2 pre=${3:-}
+	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
+	rs_wait_ready "$name-srv"
+	rs_bg "$name" "$NS_B" $pre python3 -u -c '
+import os, socket, sys, time
+host, port, release = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+conns = [socket.create_connection((host, port)) for i in range(3)]
+def echo(word):
+    for i, c in enumerate(conns):
+        c.settimeout(60)
+        c.sendall(b"%s %d\n" % (word, i))
+        got = b""
+        try:
+            while not got.endswith(b"\n"):
+                b = c.recv(100)
+                if not b:
+                    break
+                got += b
+        except OSError as e:
+            got = repr(e).encode()
+        print(got.decode().strip())
+echo(b"before")
+print("held")
+while not os.path.exists(release):
+    time.sleep(0.1)
+echo(b"after")
+print("end")' $ADDR_A "$port" "$RS_TMP/$name.release"
+	rs_wait_file "$RS_TMP/$name.out" '^held$' 1 30
+	ip -n "$NS_B" link set "vb$RS_SUF" down
+	sleep 3
+	ip -n "$NS_B" link set "vb$RS_SUF" up
+	touch "$RS_TMP/$name.release"
+	rs_wait_file "$RS_TMP/$name.out" '^end$' 1 90
+	tr '\n' '|' <"$RS_TMP/$name.out"
+}
+
+@test "with link_timeout 1, idle connections wait out the lost link and go on over a new one, as on kernel TCP" {
+	local k r
+	rs_hub_start "$NS_A" env RSHARE_LINK_TIMEOUT=1
+	rs_hub_start "$NS_B" env RSHARE_LINK_TIMEOUT=1
+	k=$(idle_run kernel-idle 7714)
+	r=$(idle_run rshare-idle 7715 --rshare)
+	echo "kernel TCP: $k"
+	echo "rshare: $r"
+	[[ $k == "before 0|before 1|before 2|held|after 0|after 1|after 2|end|" ]] || rs_fail "kernel TCP: $k"
+	[[ $r == "$k" ]] || rs_fail "rshare: $r, kernel TCP: $k ($(cat "$RS_TMP/rshare-idle.err"))"
+	resumed_on_both 3
 }

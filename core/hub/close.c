@@ -51,7 +51,7 @@ static void release_established(struct hub *h, struct hsock *s, int abort)
 		return;
 	}
 	head = ring_load(&s->as->rx.head);
-	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || !s->link) {
+	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || (!s->link && !s->suspended)) {
 		log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
 		/* what the program wrote before its close goes first, as the
 		 * kernel had sent it by then; the reset follows once it has

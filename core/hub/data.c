@@ -26,17 +26,28 @@ static void txwait(struct hsock *s)
 		s->on_txwait = 1;
 }
 
-/* Where a write of n bytes at stream position pos lands at the peer; a
- * write never crosses the end of the peer's ring. */
-static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n)
+/* Where a write of n bytes at stream position pos lands at the peer, and
+ * its key; a write never crosses the end of the peer's ring, nor the
+ * position where the peer's ring changed (a resend below it, after a lost
+ * link, goes to the old ring: resume.c). */
+static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n, uint32_t *rkey)
 {
-	uint64_t at;
+	uint64_t at, raddr = s->peer_raddr;
+	uint32_t ring = s->peer_ring;
+	*rkey = s->peer_rkey;
 	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
 		return pos;
-	at = pos & (s->peer_ring - 1);
-	if (*n > s->peer_ring - at)
-		*n = s->peer_ring - at;
-	return s->peer_raddr + at;
+	if (pos < s->peer_switch_at) {
+		raddr = s->peer_old_raddr;
+		ring = s->peer_old_ring;
+		*rkey = s->peer_old_rkey;
+		if (*n > s->peer_switch_at - pos)
+			*n = s->peer_switch_at - pos;
+	}
+	at = pos & (ring - 1);
+	if (*n > ring - at)
+		*n = ring - at;
+	return raddr + at;
 }
 
 void hsock_tx(struct hub *h, struct hsock *s)
@@ -48,7 +59,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		hsock_local_wake(h, s, 0);
 		return;
 	}
-	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as)
+	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as || s->resuming)
 		return;
 	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
 	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail - s->tx_done < s->tx_posted - s->tx_done) {
@@ -66,6 +77,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		uint64_t limit = s->peer_head + ring;
 		uint64_t win = limit > s->tx_posted ? limit - s->tx_posted : 0;
 		uint64_t n = tail - s->tx_posted, raddr;
+		uint32_t rkey;
 		struct iovec iov[2];
 		int c, r;
 		if (!win)
@@ -74,10 +86,10 @@ void hsock_tx(struct hub *h, struct hsock *s)
 			n = win;
 		if (n > WIRE_MAX_WRITE)
 			n = WIRE_MAX_WRITE;
-		raddr = target(s, s->tx_posted, &n);
+		raddr = target(s, s->tx_posted, &n, &rkey);
 		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
-		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr,
-					       s->peer_rkey, s->peer);
+		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr, rkey,
+					       s->peer);
 		if (r == -EAGAIN) {
 			txwait(s);
 			return;
@@ -105,7 +117,7 @@ void hsock_credit(struct hub *h, struct hsock *s)
 		hsock_local_wake(h, s, 1);
 		return;
 	}
-	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP)
+	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP || s->resuming)
 		return;
 	head = ring_load(&s->as->rx.head);
 	if (!ring_sane(head, s->rx_tail, hsock_rx_room(s)) || head <= s->credit_sent)

@@ -50,6 +50,9 @@
 #define HUB_LIS_INO_BUCKETS 4096 /* buckets of listeners by kernel inode */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 #define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
+#define HUB_LINK_OUTAGE_S 900 /* its connections wait this long for a new one (link_outage), as
+			       * kernel TCP retransmits for about 15 minutes (tcp_retries2) */
+#define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
@@ -139,6 +142,9 @@ struct link {
 	uint64_t ping_ms;              /* when it last sent anything, for keepalives */
 	uint64_t msgs_tx_seen;
 	int was_up;
+	int lost;                      /* failed for want of an answer: its connections wait (resume.c) */
+	int refused;                   /* set-up refused: the peer node has no hub */
+	int relink;                    /* made to bring a lost link back */
 	const char *doomed;            /* failed mid-work: dropped between event batches */
 	int writable;                  /* the transport has room again: resume txwait */
 	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */
@@ -222,6 +228,11 @@ struct hsock {
 	/* the peer's next receive ring, from its RING, until we switch */
 	uint64_t peer_next_raddr;
 	uint32_t peer_next_ring, peer_next_rkey;
+	/* the ring it wrote to before the last switch, and the position from
+	 * which it writes to the new one: resends below it after a lost link
+	 * go to the old ring, which the peer keeps until then (resume.c) */
+	uint64_t peer_old_raddr, peer_switch_at;
+	uint32_t peer_old_ring, peer_old_rkey;
 	uint64_t idle_rx, idle_tx;  /* rx_tail and tx_posted at the last idle look (resize.c) */
 	uint64_t punch_tail;        /* same node: the tail its direction was last punched at */
 	uint64_t tx_watch_head, tx_watch_ms; /* a nonblocking writer's full ring: since when, and where */
@@ -244,7 +255,11 @@ struct hsock {
 		touched : 1,        /* link: data went through its rings since they were last punched;
 				     * same node: established (looked at while it lives) */
 		idle_seen : 1,
-		tx_watch : 1;       /* a nonblocking writer waits for room: the hub watches its ring */
+		tx_watch : 1,       /* a nonblocking writer waits for room: the hub watches its ring */
+		suspended : 1,      /* its link was lost: it waits for a new one (resume.c) */
+		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
+		susp_placed : 1;    /* the lost link's completed writes are in the peer's ring (verbs) */
+	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	union sockaddr_any local, peer_addr;
 	uint16_t lport;             /* listener: its port, backlog, wake-up, and */
 	int backlog, evfd;
@@ -325,7 +340,17 @@ struct hub {
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
-	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections reset) */
+	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections wait) */
+	uint32_t link_outage_ms;    /* ... and its connections wait this long for a new one (resume.c) */
+	uint32_t nsuspended;        /* connections waiting for a new link */
+	struct relink {             /* peers of lost links, connected to again (resume.c) */
+		union sockaddr_any addr;
+		uint64_t node, next_ms, since_ms;
+		uint32_t tries, period;
+	} *relinks;
+	uint32_t nrelinks, relinks_cap;
+	uint64_t links_lost, conns_resumed, conns_expired;
+	uint64_t resume_look_ms;
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
 	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */
@@ -455,12 +480,30 @@ static inline struct link *link_of(struct xlink *x)
 /* link.c */
 struct link *hub_link_alloc(struct hub *h, struct xport *xp);
 struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer);
+/* transport auto: a soft link, when verbs does not come back (resume.c); NULL otherwise */
+struct link *hub_link_new_soft(struct hub *h, const union sockaddr_any *peer);
 /* Drop links that failed in the middle of other work (hsock_tx). */
 void hub_reap_doomed(struct hub *h);
 /* Resume the sockets that waited for room on links that have it again. */
 int hub_run_writable(struct hub *h);
 void hub_link_timers(struct hub *h); /* connect deadlines, keepalives */
 void hub_link_ping(struct link *l);
+
+/* The node id of the side that opened l: of two links between the same
+ * nodes, both keep the one the smaller id opened. */
+static inline uint64_t link_opener(const struct hub *h, const struct link *l)
+{
+	return l->x.outgoing ? h->node_id : l->x.peer_node;
+}
+
+/* resume.c: connections that outlive a lost link */
+int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
+void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */
+void hub_relink_note(struct hub *h, struct link *l);
+void hub_relink_refused(struct hub *h, struct link *l); /* the peer node has no hub: reset */
+void hub_resume_link_up(struct hub *h, struct link *l);
+void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c);
+void hub_resume_timers(struct hub *h);
 
 /* Control messages out on a link (wr_id bit WR_CTL: a control send). */
 #define WR_CTL (1ull << 63)
@@ -579,7 +622,8 @@ static inline uint64_t hsock_rx_room(const struct hsock *s)
 void hsock_rx_credited(struct hub *h, struct hsock *s); /* a CREDIT went out: grow? */
 void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
-void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
+void hsock_peer_switch(struct hsock *s);
+int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t at); /* resume.c */ /* the peer's new ring, once our writes in flight fit */
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
 /* Closed by us (closing, lingering) or reset: what the peer still writes
  * lands (verbs) but is dropped, and answered with RESET (data.c). */

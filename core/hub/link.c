@@ -7,7 +7,9 @@
  * came, and then carries every connection between the two nodes.  A verbs
  * link that never came up moves its waiting connections to a soft one
  * (fall_to_soft).  A failed link resets its connections (hub_link_gone,
- * sock.c) and is freed after the current batch of events.  Timers between
+ * sock.c), unless it was lost (hub_link_lost: the peer went unanswered),
+ * when they wait for a new one (resume.c); it is freed after the current
+ * batch of events.  Timers between
  * batches: connect deadlines, and on verbs a PING on a link that sent
  * nothing for HUB_KEEPALIVE_MS, whose failure tells of a vanished peer.
  * Sockets that found no room on a link wait on its txwait list until the
@@ -58,6 +60,11 @@ static struct link *link_start(struct hub *h, struct xport *xp, const union sock
 /* verbs when both nodes have an RDMA device on the route, else soft (the
  * verbs attempt failing moves its connections to a soft link), unless
  * RSHARE_TRANSPORT says otherwise. */
+struct link *hub_link_new_soft(struct hub *h, const union sockaddr_any *peer)
+{
+	return h->mode == HUB_AUTO && h->soft.up ? link_start(h, &h->soft, peer) : NULL;
+}
+
 struct link *hub_link_new_outgoing(struct hub *h, const union sockaddr_any *peer)
 {
 	if (h->mode == HUB_VERBS && !h->verbs.up)
@@ -107,6 +114,32 @@ struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union soc
 	return &l->x;
 }
 
+/* Two links up between the same nodes (each hub connected to the other
+ * at once, bringing a lost link back): the one opened by the larger node
+ * id goes, dropped by both sides as lost, so that its connections go on
+ * over the other (resume.c).  1 when l itself went. */
+static int link_dedup(struct hub *h, struct link *l)
+{
+	for (struct link *o = h->links; o; o = o->next) {
+		struct link *drop, *keep;
+		if (o == l || o->state != LINK_UP || o->x.peer_node != l->x.peer_node)
+			continue;
+		drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;
+		if (!drop)
+			return 0; /* both opened by one side: both stay */
+		keep = drop == l ? o : l;
+		for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+			struct hsock *s = h->socks[sid];
+			if (s && s->link == drop && s->state == HS_CONNECTING && !s->connect_sent)
+				s->link = keep; /* connects that waited for it: connected below */
+		}
+		drop->lost = 1;
+		hub_link_fail(&drop->x, "a second link to the node");
+		return drop == l;
+	}
+	return 0;
+}
+
 void hub_link_up(struct xlink *xl, uint64_t peer_node)
 {
 	struct hub *h = the_hub;
@@ -118,6 +151,15 @@ void hub_link_up(struct xlink *xl, uint64_t peer_node)
 		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
 	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
 		 l->x.outgoing ? "outgoing" : "incoming");
+	if (link_dedup(h, l)) {
+		/* it went: the connects that waited for it go over the one kept */
+		l = NULL;
+		for (struct link *o = h->links; o; o = o->next)
+			if (o->state == LINK_UP && o->x.peer_node == peer_node)
+				l = o;
+		if (!l)
+			return;
+	}
 	/* connections that waited for the link */
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
@@ -125,6 +167,7 @@ void hub_link_up(struct xlink *xl, uint64_t peer_node)
 		    hsock_connect(h, s, NULL) < 0)
 			hsock_set_closed(s, EADDRNOTAVAIL);
 	}
+	hub_resume_link_up(h, l);
 }
 
 void hub_link_fail(struct xlink *xl, const char *why)
@@ -137,13 +180,22 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	if (l->state == LINK_UP) {
 		log_warn("link %u to node %016llx dropped: %s", l->x.id, (unsigned long long)l->x.peer_node, why);
 		h->links_dropped++;
+	} else if (l->relink) {
+		log_debug("link %u not established: %s", l->x.id, why);
 	} else {
 		log_info("link %u not established: %s", l->x.id, why);
+	}
+	if (l->lost && l->state == LINK_UP && l->x.xp->ops->link_drain) {
+		l->state = LINK_DOWN; /* what comes in now is placed, nothing else */
+		l->x.xp->ops->link_drain(&l->x);
 	}
 	l->x.xp->ops->link_close(&l->x);
 	l->state = LINK_DOWN;
 	fall_to_soft(h, l);
 	hub_link_gone(h, l);
+	hub_relink_note(h, l);
+	if (l->refused)
+		hub_relink_refused(h, l);
 	l->state = LINK_DOWN;
 	for (pp = &h->links; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
@@ -155,6 +207,24 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	l->ntxwait = 0;
 	hub_defer_free(h, l->ctl_bufs);
 	hub_defer_free(h, l);
+}
+
+void hub_link_refused(struct xlink *xl, const char *why)
+{
+	struct link *l = link_of(xl);
+	if (l->state == LINK_CONNECTING)
+		l->refused = 1;
+	hub_link_fail(xl, why);
+}
+
+void hub_link_lost(struct xlink *xl, const char *why)
+{
+	struct link *l = link_of(xl);
+	if (l->state == LINK_UP && !l->lost) {
+		l->lost = 1;
+		the_hub->links_lost++;
+	}
+	hub_link_fail(xl, why);
 }
 
 /* A transport says posting may resume.  Only noted here: the waiting
@@ -213,8 +283,10 @@ void hub_link_timers(struct hub *h)
 	struct link *l, *next;
 	for (l = h->links; l; l = next) {
 		next = l->next;
-		if (l->state == LINK_CONNECTING && now > l->deadline_ms)
+		if (l->state == LINK_CONNECTING && now > l->deadline_ms) {
 			hub_link_fail(&l->x, "connect timed out");
+			continue;
+		}
 		/* verbs: a link that sent nothing lately sends a PING, whose
 		 * failure (the queue pair's retries exhausted) drops it; soft
 		 * links have TCP keepalive for that */

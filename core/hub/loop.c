@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -173,6 +174,20 @@ static int rang_before_sleep(struct hub *h)
 	return rang;
 }
 
+/* epoll_wait for up to MS; while soft completions wait for the peer's
+ * acknowledgement, which no event announces, for as long as soft says */
+static int hub_wait(struct hub *h, struct epoll_event *evs, int ms)
+{
+	struct timespec ts = {0, (long)h->soft.waiting * 1000};
+	struct pollfd p = {.fd = h->epfd, .events = POLLIN};
+	int r;
+	if (!ms || !h->soft.waiting || h->soft.waiting >= ms * 1000)
+		return epoll_wait(h->epfd, evs, 64, ms);
+	/* finer than epoll_wait's ms (epoll_pwait2 is newer than some tools) */
+	r = ppoll(&p, 1, &ts, NULL);
+	return r > 0 ? epoll_wait(h->epfd, evs, 64, 0) : r;
+}
+
 static void hub_loop(struct hub *h)
 {
 	uint64_t last_work = hub_now_ns();
@@ -190,7 +205,7 @@ static void hub_loop(struct hub *h)
 		/* a ring move that waits for a process to step out is tried
 		 * again soon, a watched full ring looked at, and a look at
 		 * idle rings that filled its batch goes on (resize.c) */
-		n = rang ? 0 : epoll_wait(h->epfd, evs, 64, spin || h->looking ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
+		n = rang ? 0 : hub_wait(h, evs, spin || h->looking ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0)
@@ -200,6 +215,7 @@ static void hub_loop(struct hub *h)
 			ev->fn(h, ev, evs[i].events);
 		}
 		hub_link_timers(h);
+		hub_resume_timers(h);
 		hub_ring_timers(h);
 		hub_batch_end(h);
 	}
@@ -406,6 +422,7 @@ int hub_main(int argc, char **argv)
 	if (r)
 		return r;
 	h->link_timeout_ms = (uint32_t)(cf.link_timeout > 0 ? cf.link_timeout : HUB_LINK_TIMEOUT_S) * 1000u;
+	h->link_outage_ms = (uint32_t)(cf.link_outage > 0 ? cf.link_outage : HUB_LINK_OUTAGE_S) * 1000u;
 	h->port = (uint16_t)port;
 	if (hub_setup(h) < 0)
 		return 1;

@@ -254,7 +254,14 @@ static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
  * shown then.  1 when done. */
 static int rx_switch(struct hub *h, struct hsock *s)
 {
-	uint64_t end = positional(s) ? s->rx_expect : s->rx_switch_at;
+	uint64_t end;
+	if (!s->link)
+		return 0; /* its link was lost: once a new one is there (resume.c) */
+	end = positional(s) ? s->rx_expect : s->rx_switch_at;
+	/* verbs, after a lost link: the bytes before the switch, sent again,
+	 * land in the old ring first (resume.c) */
+	if (!positional(s) && s->rx_tail < s->rx_switch_at)
+		return 0;
 	if (!rx_move(h, s, end))
 		return 0;
 	s->rx_switch = 0;
@@ -280,7 +287,7 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 	uint32_t rkey = 0, unused;
 	/* never over a ring still in the making (a RING_ACK for a socket
 	 * closed since leaves it to the socket's end: hsock_on_ring_ack) */
-	if (s->state != HS_ESTABLISHED || !s->as || s->lp || !s->link || s->link->state != LINK_UP || s->rx_fixed ||
+	if (s->state != HS_ESTABLISHED || !s->as || s->lp || !s->link || s->link->state != LINK_UP || s->resuming || s->rx_fixed ||
 	    s->rx_offered || s->rx_switch || s->rx_next_off || hsock_drops_data(s) || s->rx_fin || size == s->rx_size)
 		return 0;
 	if (!(off = arena_alloc(s->pool->rx_alloc, size)))
@@ -389,6 +396,36 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 		resized_add(h, s);
 }
 
+/* A lost link took the RING_ACK of our offer, or the peer never had it:
+ * the peer's RESUME says which ring it writes to (RING's size: it
+ * switched, at position AT) and the offer ends as its RING_ACK would, or
+ * is withdrawn.  0, or -1 when AT cannot be. */
+int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t at)
+{
+	if (!s->rx_offered)
+		return 0;
+	s->rx_offered = 0;
+	if (!s->rx_next_off) { /* soft, grown: it moved already */
+		s->rx_room = s->rx_size;
+		return 0;
+	}
+	if (ring == s->rx_next_size) {
+		if (s->as && (at < ring_load(&s->as->rx.head) || at > s->credit_sent + s->rx_next_size))
+			return -1;
+		s->rx_switch_at = at;
+		s->rx_switch = 1;
+		h->nswitch_waiting++;
+		resized_add(h, s);
+		return 0;
+	}
+	hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
+	s->rx_next_off = s->rx_next_size = 0;
+	s->rx_room = s->rx_size;
+	if (s->as)
+		atomic_store(&s->as->rx_credit_size, 0);
+	return 0;
+}
+
 /* ---- the peer's receive ring ---- */
 
 void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
@@ -412,6 +449,10 @@ void hsock_peer_switch(struct hsock *s)
 	if (!s->peer_next || !s->link || s->link->state != LINK_UP || s->tx_posted - s->peer_head > s->peer_next_ring)
 		return;
 	s->peer_next = 0;
+	s->peer_old_raddr = s->peer_raddr;
+	s->peer_old_ring = s->peer_ring;
+	s->peer_old_rkey = s->peer_rkey;
+	s->peer_switch_at = s->tx_posted;
 	s->peer_ring = s->peer_next_ring;
 	s->peer_raddr = s->peer_next_raddr;
 	s->peer_rkey = s->peer_next_rkey;

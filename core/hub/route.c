@@ -75,6 +75,10 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	}
 	if (c.op == CTL_PING)
 		return; /* its arrival was the point */
+	if (c.op == CTL_RESUME) {
+		hub_on_resume(h, l, &c); /* names a socket of another link */
+		return;
+	}
 	s = hsock_by_imm(h, c.dst);
 	if (!s || s->link != l) {
 		h->stale_dropped++;

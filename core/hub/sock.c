@@ -231,6 +231,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 		h->port_accepted[ntohs(s->local.in.sin_port)]--;
 	ports_release(h, s);
 	hsock_uncount(s);
+	hsock_resume_forget(s);
 	if (s->state == HS_LISTENING)
 		hub_listener_forget(h, s);
 	hsock_slot_release(h, s);
@@ -284,6 +285,7 @@ void hsock_wake(struct hsock *s)
 void hsock_set_closed(struct hsock *s, int err)
 {
 	hsock_uncount(s);
+	hsock_resume_forget(s);
 	s->state = HS_CLOSED;
 	if (s->as) {
 		atomic_store(&s->as->error, err);
@@ -403,7 +405,7 @@ void hub_link_gone(struct hub *h, struct link *l)
 	}
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (!s || s->link != l)
+		if (!s || s->link != l || hsock_suspend(h, s, l))
 			continue;
 		s->peer = 0;
 		switch (s->state) {

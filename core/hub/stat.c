@@ -123,7 +123,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
-		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u},",
+		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
+		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -133,7 +134,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
 		  (unsigned long long)h->rings_punched, (unsigned long long)h->reg_bytes,
 		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h), h->npasses,
-		  h->passes_taken);
+		  h->passes_taken, (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
+		  (unsigned long long)h->conns_expired, h->nsuspended);
 }
 
 /* "links": one object each */
@@ -203,14 +205,15 @@ static void json_flow(struct sb *s, const struct hsock *x)
 		  "\"peer_next\":%u,\"peer_next_ring\":%u,\"rx_tail\":%llu,\"rx_expect\":%llu,"
 		  "\"credit_sent\":%llu,\"rx_offered\":%u,\"rx_switch\":%u,\"rx_limited\":%u,"
 		  "\"rx_next_size\":%llu,\"rx_switch_at\":%llu,\"rx_room\":%llu,\"on_txwait\":%u,"
-		  "\"tx_watch\":%u,\"reset_after_tx\":%u",
+		  "\"tx_watch\":%u,\"reset_after_tx\":%u,\"suspended\":%u,\"resuming\":%u",
 		  x->nholders, x->queued, x->closing, x->fin_pending, x->fin_sent, x->fin_done, x->rx_fin,
 		  (unsigned long long)x->tx_posted, (unsigned long long)x->tx_done,
 		  (unsigned long long)x->peer_head, x->peer_ring, x->peer_next, x->peer_next_ring,
 		  (unsigned long long)x->rx_tail, (unsigned long long)x->rx_expect,
 		  (unsigned long long)x->credit_sent, x->rx_offered, x->rx_switch, x->rx_limited,
 		  (unsigned long long)x->rx_next_size, (unsigned long long)x->rx_switch_at,
-		  (unsigned long long)x->rx_room, x->on_txwait, x->tx_watch, x->reset_after_tx);
+		  (unsigned long long)x->rx_room, x->on_txwait, x->tx_watch, x->reset_after_tx, x->suspended,
+		  x->resuming);
 	if (as)
 		sb_printf(s, ",\"slot_state\":%u,\"slot_flags\":%u,\"rx_head\":%llu,\"rx_tail_pub\":%llu,"
 			  "\"rx_size\":%llu,\"tx_head\":%llu,\"tx_tail\":%llu,\"tx_size\":%llu,"
@@ -269,6 +272,9 @@ static void text_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, nsegs(h));
+	sb_printf(s, "outages: links lost %llu, connections resumed %llu, expired %llu, waiting %u\n",
+		  (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
+		  (unsigned long long)h->conns_expired, h->nsuspended);
 	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu, %llu bytes registered "
 		  "(%llu of them kept for free rings)\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,

@@ -191,6 +191,7 @@ static void cfg_reset(struct cfg *c)
 	c->log = -1;
 	c->spin_us = -1;
 	c->link_timeout = -1;
+	c->link_outage = -1;
 }
 
 /* Cut LINE at its comment and into at most 6 words (TOK, NUL-ended in
@@ -295,11 +296,11 @@ static int set_spin(struct cfg *c, const char *key, const char *val, char *err, 
 	return 0;
 }
 
-static int set_link_timeout(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+/* link_timeout and link_outage: seconds, 1 to 86400 */
+static int set_link_secs(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
 {
-	(void)key;
-	if (cfg_parse_link_timeout(val, &c->link_timeout) < 0) {
-		cfg_err_set(err, errlen, "link_timeout: '%s' is not a number of seconds (1-86400)", val);
+	if (cfg_parse_link_timeout(val, strcmp(key, "link_outage") ? &c->link_timeout : &c->link_outage) < 0) {
+		cfg_err_set(err, errlen, "%s: '%s' is not a number of seconds (1-86400)", key, val);
 		return -1;
 	}
 	return 0;
@@ -348,7 +349,8 @@ static const struct cfg_key {
 	{"sndbuf", set_size},
 	{"hub", set_hub},
 	{"spin_us", set_spin},
-	{"link_timeout", set_link_timeout},
+	{"link_timeout", set_link_secs},
+	{"link_outage", set_link_secs},
 	{"uid_pools", set_uid_limit},
 	{"uid_sockets", set_uid_limit},
 	{"uid_memory", set_uid_limit},
@@ -519,6 +521,10 @@ int cfg_env(struct cfg *c, char *err, size_t errlen)
 	}
 	if ((v = getenv("RSHARE_LINK_TIMEOUT")) && *v && cfg_parse_link_timeout(v, &c->link_timeout) < 0) {
 		cfg_err_set(err, errlen, "RSHARE_LINK_TIMEOUT: '%s' is not a number of seconds (1-86400)", v);
+		return -1;
+	}
+	if ((v = getenv("RSHARE_LINK_OUTAGE")) && *v && cfg_parse_link_timeout(v, &c->link_outage) < 0) {
+		cfg_err_set(err, errlen, "RSHARE_LINK_OUTAGE: '%s' is not a number of seconds (1-86400)", v);
 		return -1;
 	}
 	if ((v = getenv("RSHARE_HUB")) && *v) {

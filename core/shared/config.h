@@ -48,6 +48,7 @@ struct cfg {
 	char hub[CFG_PATH_MAX];       /* "" unset, else an absolute path */
 	int spin_us;                  /* -1 unset, else how long a waiter spins before it sleeps */
 	int link_timeout;             /* -1 unset, else seconds a link may go unanswered (1..86400) */
+	int link_outage;              /* -1 unset, else seconds a connection waits for a lost link to come back */
 	/* what one uid may hold on the hub at once: 0 unset */
 	uint32_t uid_pools, uid_sockets;
 	uint64_t uid_memory;          /* ring bytes */

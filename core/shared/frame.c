@@ -167,6 +167,14 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 		if (c->dst == 0)
 			*why = "control message without destination";
 		break;
+	case CTL_RESUME:
+		if (c->dst == 0 || c->src == 0)
+			*why = "RESUME with bad socket ids";
+		else if (c->reason & ~RESUME_HAVE_FIN)
+			*why = "RESUME with unknown flags";
+		else if (!ring_size_ok(c->ring))
+			*why = "RESUME with impossible ring size";
+		break;
 	case CTL_PING:
 		if (c->dst != 0)
 			*why = "PING with a destination";
@@ -217,6 +225,20 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME"};
 	return op <= CTL_MAX ? n[op] : "?";
+}
+
+void wire_resume_put(struct wire_ctl *c, uint64_t tx_done, uint64_t rx_head, uint64_t switch_at)
+{
+	put64(c->addr_a, tx_done);
+	put64(c->addr_a + 8, rx_head);
+	put64(c->addr_b, switch_at);
+}
+
+void wire_resume_get(const struct wire_ctl *c, uint64_t *tx_done, uint64_t *rx_head, uint64_t *switch_at)
+{
+	*tx_done = get64(c->addr_a);
+	*rx_head = get64(c->addr_a + 8);
+	*switch_at = get64(c->addr_b);
 }

@@ -21,7 +21,7 @@
 #include "arena.h"
 
 #define WIRE_MAGIC 0x52534852u     /* "RSHR" */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 #define WIRE_HELLO_LEN 24
 #define WIRE_CTL_LEN 64
 #define WIRE_FRAME_LEN 24
@@ -59,8 +59,17 @@ enum wire_op {
 			    val/rkey = its address and key (verbs) */
 	CTL_RING_ACK = 9, /* dst: val = the stream position from which writes
 			     went to the new ring (answers RING) */
-	CTL_MAX = CTL_RING_ACK
+	CTL_RESUME = 10, /* dst: a connection of a lost link goes on over this one:
+			    val = the sender's receive tail (bytes placed),
+			    addr_a = its send ring's completed position and its
+			    receive ring's head, addr_b = the position from which
+			    it writes to the receiver's ring of size ring
+			    (wire_resume_put), reason = RESUME_HAVE_FIN when it
+			    has the receiver's FIN */
+	CTL_MAX = CTL_RESUME
 };
+
+enum { RESUME_HAVE_FIN = 1 };
 
 enum wire_refuse { REFUSE_NO_LISTENER = 1, REFUSE_NO_SPACE = 2 };
 
@@ -96,5 +105,8 @@ void wire_addr_get(union sockaddr_any *sa, uint8_t family, const uint8_t in[16],
 /* An IPv4-mapped IPv6 address becomes plain IPv4, so that links match. */
 void wire_addr_unmap(union sockaddr_any *a);
 const char *wire_op_name(unsigned op);
+/* RESUME's positions in addr_a and addr_b, big-endian. */
+void wire_resume_put(struct wire_ctl *c, uint64_t tx_done, uint64_t rx_head, uint64_t switch_at);
+void wire_resume_get(const struct wire_ctl *c, uint64_t *tx_done, uint64_t *rx_head, uint64_t *switch_at);
 
 #endif

@@ -4,8 +4,9 @@
  *
  * Every posted work request becomes a frame on the link's stream (frame.h):
  * a write with immediate carries its payload, a send one control message.
- * A send completion is reported once the frame has been handed whole to
- * the kernel; frames leave in the order posted.  The receiving side plays
+ * A completion is reported once the peer's kernel acknowledged the whole
+ * frame (so a link that times out loses no completed write: resume.c);
+ * frames leave in the order posted.  The receiving side plays
  * the NIC: it decodes each frame, asks the hub where a write's payload
  * belongs (hub_rx_target: socket, generation, ring window), places it
  * there and queues a receive completion with the immediate; a send
@@ -21,7 +22,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -60,10 +63,18 @@ void soft_set_events(struct soft_link *sl)
 	}
 }
 
-/* Completions for every frame that has left whole. */
+/* Completions for every frame that the peer's kernel acknowledged whole:
+ * bytes it took are read by the peer hub even if the link fails later,
+ * while bytes in our socket's buffers go with it, and must stay in the
+ * send ring for a lost link's connections to go on (resume.c).  The
+ * kernel's send queue (SIOCOUTQ) holds what it has not had acknowledged. */
 static void reap_sent(struct soft_link *sl)
 {
-	while (sl->pw_n && sl->pw[sl->pw_head].end <= sl->written) {
+	int outq;
+	if (sl->pw_n && sl->pw[sl->pw_head].end > sl->acked && ioctl(sl->fd, SIOCOUTQ, &outq) == 0 &&
+	    outq >= 0 && (uint64_t)outq <= sl->written - sl->acked)
+		sl->acked = sl->written - (uint64_t)outq;
+	while (sl->pw_n && sl->pw[sl->pw_head].end <= sl->acked) {
 		soft_cq_push(sl->sx, &sl->pw[sl->pw_head].wc);
 		sl->pw_head = (sl->pw_head + 1) % sl->pw_cap;
 		sl->pw_n--;
@@ -79,7 +90,7 @@ void soft_flush(struct soft_link *sl)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN)
-				fail(sl, strerror(errno));
+				fail_errno(sl, errno);
 			break;
 		}
 		sl->ooff += n;
@@ -142,7 +153,7 @@ static int post_frame(struct soft_link *sl, const struct wire_frame *f, const st
 		      int iovcnt, const struct xwc *wc)
 {
 	size_t len = WIRE_FRAME_LEN + f->len;
-	if (sl->closed)
+	if (!sl || sl->closed)
 		return -ENOTCONN;
 	if (reserve_out(sl, len) < 0)
 		return -ENOMEM;
@@ -167,6 +178,8 @@ static int soft_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iov
 	struct wire_frame f = {.type = FR_WRITE_IMM, .imm = imm, .rkey = rkey, .raddr = raddr};
 	struct xwc wc = {.wr_id = wr_id, .op = XWC_WRITE, .link = l};
 	(void)lkey;
+	if (!sl || sl->closed)
+		return -ENOTCONN;
 	for (int i = 0; i < iovcnt; i++)
 		f.len += iov[i].iov_len;
 	if (sl->olen - sl->ooff + f.len > SOFT_OUT_MAX)
@@ -249,14 +262,34 @@ static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t l
 	return 0;
 }
 
+/* Acknowledgements come without an event: the hub looks again within
+ * xp->waiting us, 50 at first, twice as long each time nothing came, up
+ * to 10 ms (a peer that went silent costs no busy loop). */
+static void ack_look(struct xport *xp, struct soft_link *sl)
+{
+	uint64_t before = sl->acked;
+	reap_sent(sl);
+	if (!sl->pw_n)
+		return;
+	if (sl->acked != before || !sl->ack_poll_us)
+		sl->ack_poll_us = 50;
+	else if (sl->ack_poll_us < 10000)
+		sl->ack_poll_us *= 2;
+	if (!xp->waiting || sl->ack_poll_us < (uint32_t)xp->waiting)
+		xp->waiting = (int)sl->ack_poll_us;
+}
+
 static int soft_poll_cq(struct xport *xp, struct xwc *wc, int max)
 {
 	struct soft *sx = xp->priv;
 	int n = 0;
+	xp->waiting = 0;
 	for (struct soft_link *sl = sx->links, *next; sl; sl = next) {
 		next = sl->next;
 		if (sl->need_parse && !sl->closed)
 			soft_parse(sl);
+		if (sl->pw_n && !sl->closed && !sl->connecting)
+			ack_look(xp, sl);
 	}
 	while (n < max && sx->cq_n) {
 		wc[n++] = sx->cq[sx->cq_head++];
@@ -302,6 +335,7 @@ const struct xport_ops xport_soft_ops = {
 	.fini = soft_fini,
 	.link_connect = soft_link_connect,
 	.link_close = soft_link_close,
+	.link_drain = soft_link_drain,
 	.reg_mr = soft_reg_mr,
 	.dereg_mr = soft_dereg_mr,
 	.post_write_imm = soft_post_write_imm,

@@ -8,8 +8,10 @@
 #ifndef RSHARE_SOFT_H
 #define RSHARE_SOFT_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "xport_hub.h"
 #include "frame.h"
@@ -23,7 +25,7 @@ struct soft_recv {
 	uint32_t len;
 };
 
-struct soft_pend { /* a send completion waiting for its frame to leave */
+struct soft_pend { /* a completion waiting for its frame to be acknowledged */
 	uint64_t end;
 	struct xwc wc;
 };
@@ -37,7 +39,8 @@ struct soft_link {
 	uint32_t events;
 	uint8_t *out;
 	size_t olen, ooff, ocap;
-	uint64_t queued, written;
+	uint64_t queued, written, acked; /* bytes of the stream: queued, given to the kernel, acknowledged */
+	uint32_t ack_poll_us;            /* how soon to look for acknowledgements again */
 	struct soft_pend *pw;
 	uint32_t pw_head, pw_n, pw_cap;
 	uint8_t *in;
@@ -65,6 +68,20 @@ static inline void fail(struct soft_link *sl, const char *why)
 		hub_link_fail(sl->l, why);
 }
 
+/* A failed call on the link's socket: the link is lost and its
+ * connections wait for a new one (resume.c), which tells whether the
+ * peer hub is still there; a refused connect says that the node has no
+ * hub. */
+static inline void fail_errno(struct soft_link *sl, int err)
+{
+	if (sl->closed)
+		return;
+	if (err == ECONNREFUSED)
+		hub_link_refused(sl->l, strerror(err));
+	else
+		hub_link_lost(sl->l, strerror(err));
+}
+
 /* soft.c: the completion queue, the epoll interest, the outgoing stream */
 void soft_cq_push(struct soft *sx, const struct xwc *wc);
 void soft_set_events(struct soft_link *sl);
@@ -73,6 +90,7 @@ void soft_send_hello(struct soft_link *sl);
 /* soft_rx.c: the incoming stream */
 void soft_on_readable(struct soft_link *sl);
 void soft_parse(struct soft_link *sl);   /* every whole frame received so far */
+void soft_link_drain(struct xlink *l);   /* a lost link: all its peer sent, placed */
 /* soft_conn.c: listening, accepting, connecting */
 int soft_init(struct xport *xp, struct hub *h, uint16_t port);
 int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);

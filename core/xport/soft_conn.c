@@ -34,7 +34,7 @@ static void link_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 		socklen_t al = sizeof(sl->l->local_addr);
 		getsockopt(sl->fd, SOL_SOCKET, SO_ERROR, &err, &el);
 		if (err) {
-			fail(sl, strerror(err));
+			fail_errno(sl, err);
 			return;
 		}
 		sl->connecting = 0;
@@ -63,7 +63,7 @@ static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a peer node that vanishes (its hub killed, its network cut) is
 	 * noticed within the link timeout, idle or not (the user timeout
-	 * decides for keepalive too): its connections are reset */
+	 * decides for keepalive too): the link is lost (resume.c) */
 	{
 		unsigned tmo = hub_link_timeout_ms(sx->h);
 		int idle = tmo >= 10000 ? 5 : tmo >= 2000 ? (int)(tmo / 2000) : 1, intvl = 1, cnt = 3;

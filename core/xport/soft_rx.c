@@ -127,28 +127,52 @@ void soft_parse(struct soft_link *sl)
 	soft_set_events(sl);
 }
 
-void soft_on_readable(struct soft_link *sl)
+/* One read into the incoming buffer: its length, 0 at the end, -1 (errno) */
+static ssize_t read_some(struct soft_link *sl)
 {
 	ssize_t n;
 	if (sl->icap - sl->ilen < SOFT_IN_CHUNK) {
 		size_t cap = sl->ilen + SOFT_IN_CHUNK + WIRE_FRAME_LEN + WIRE_MAX_WRITE;
 		uint8_t *b = realloc(sl->in, cap);
-		if (!b)
-			return;
+		if (!b) {
+			errno = EAGAIN;
+			return -1;
+		}
 		sl->in = b;
 		sl->icap = cap;
 	}
 	n = recv(sl->fd, sl->in + sl->ilen, sl->icap - sl->ilen, MSG_DONTWAIT);
+	if (n > 0)
+		sl->ilen += n;
+	return n;
+}
+
+void soft_on_readable(struct soft_link *sl)
+{
+	ssize_t n = read_some(sl);
 	if (n == 0) {
-		fail(sl, "peer closed the link");
+		if (!sl->closed)
+			hub_link_lost(sl->l, "peer closed the link");
 		return;
 	}
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
-			fail(sl, strerror(errno));
+			fail_errno(sl, errno);
 		return;
 	}
-	sl->ilen += n;
 	soft_parse(sl);
+}
+
+/* A lost link, before it is closed: every byte the kernel took from the
+ * peer (and acknowledged: the peer counts those writes complete) is read
+ * and placed, or the peer could not go on (resume.c). */
+void soft_link_drain(struct xlink *l)
+{
+	struct soft_link *sl = SL(l);
+	for (int i = 0; sl && !sl->closed && !sl->stalled && i < 1024; i++) {
+		if (read_some(sl) <= 0)
+			return;
+		soft_parse(sl);
+	}
 }
 

@@ -274,6 +274,15 @@ static void complete_upto(struct vlink *vl, uint64_t seq)
 	}
 }
 
+/* An error completion that tells of an outage (the peer unanswered, our
+ * port down: the link's connections wait for a new one), not of a request
+ * that was wrong (a key, a length, an access: the link ends), nor a flush
+ * (what moved the queue pair to error decides). */
+static int outage(enum ibv_wc_status st)
+{
+	return st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR || st == IBV_WC_LOC_QP_OP_ERR;
+}
+
 static void wc_take(struct vx *vx, struct ibv_wc *w)
 {
 	struct vlink *vl = by_qpn(vx, w->qp_num);
@@ -282,7 +291,10 @@ static void wc_take(struct vx *vx, struct ibv_wc *w)
 	if (w->status != IBV_WC_SUCCESS) {
 		char why[96];
 		snprintf(why, sizeof(why), "completion error: %s", ibv_wc_status_str(w->status));
-		fail(vl, why);
+		if (outage(w->status) && !vl->closed)
+			hub_link_lost(vl->l, why);
+		else
+			fail(vl, why);
 		return;
 	}
 	if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -469,7 +481,7 @@ static void verbs_link_info(struct xlink *l, struct xlink_info *out)
 
 const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
-	.flags = 0,
+	.flags = XP_PLACED,
 	.init = verbs_init,
 	.fini = verbs_fini,
 	.link_connect = verbs_link_connect,

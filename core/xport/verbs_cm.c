@@ -241,13 +241,15 @@ static void on_cm(struct vx *vx, struct rdma_cm_event *e)
 		fail(vl, "peer unreachable");
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		fail(vl, "rejected: no rshare hub there");
+		hub_link_refused(vl->l, "rejected: no rshare hub there");
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		fail(vl, "connect error");
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		fail(vl, "peer disconnected");
+		/* its hub stopped, or it lost the link first (an outage): which,
+		 * the next link tells (resume.c) */
+		hub_link_lost(vl->l, "peer disconnected");
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		fail(vl, "device removed");

@@ -67,6 +67,7 @@ struct xwc {
 
 /* How a transport names the target of a write with immediate. */
 #define XP_POSITIONAL 0x1 /* raddr = stream position; the receiving hub places it (soft) */
+#define XP_PLACED 0x2     /* a write's completion means its bytes are in the peer's memory (verbs) */
 
 struct xmr {          /* a registered region */
 	void *handle;
@@ -83,6 +84,8 @@ struct xport_ops {
 	 * 0, or -errno when it could not even start. */
 	int (*link_connect)(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
 	void (*link_close)(struct xlink *l);
+	/* optional, before closing a lost link: place what the peer sent */
+	void (*link_drain)(struct xlink *l);
 	/* remote: the peer may write there (receive rings only); 0 or -errno */
 	int (*reg_mr)(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr);
 	void (*dereg_mr)(struct xport *xp, struct xmr *mr);
@@ -101,6 +104,9 @@ struct xport {
 	struct hub *hub;
 	void *priv;
 	int up;               /* initialized and listening */
+	int waiting;          /* completions wait on the peer, with no event to say
+			       * when they come: the hub polls again within this
+			       * many us (soft), 0: none wait */
 };
 
 extern const struct xport_ops xport_soft_ops;

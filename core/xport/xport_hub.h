@@ -37,11 +37,18 @@ const union sockaddr_any *hub_bind_addr(const struct hub *h); /* family 0: any *
 void hub_count_malformed(struct hub *h); /* a peer broke the protocol */
 
 /* links: a link a peer opened (NULL when it cannot be had), its HELLO
- * came (up), it failed (the hub drops it and resets its connections) */
+ * came (up), it failed (the hub drops it and resets its connections: a
+ * protocol broken, a wrong request) */
 struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union sockaddr_any *peer,
 				const union sockaddr_any *local);
 void hub_link_up(struct xlink *l, uint64_t peer_node);
 void hub_link_fail(struct xlink *l, const char *why);
+/* The peer went unanswered (retries exhausted, a timeout): the link is
+ * dropped, its connections wait for a new one (resume.c). */
+void hub_link_lost(struct xlink *l, const char *why);
+/* A link being set up was refused: the peer node answers, and has no hub
+ * there.  Connections that wait for a link to it are reset (resume.c). */
+void hub_link_refused(struct xlink *l, const char *why);
 /* posting may resume; hub_link_waiting: sockets wait for that room */
 void hub_link_writable(struct xlink *l);
 int hub_link_waiting(const struct xlink *l);

@@ -15,10 +15,16 @@
 #   - the 3 s outage costs no connection: the queue pair's retries (7, each
 #     after a seventh of the 10 s link timeout) carry the streams through,
 #     every byte verified, the link never dropped
-#   - after the interface went down its hub drops the verbs link and resets
-#     every connection on it within the documented time (rshare(7): the
-#     link timeout, 10 s; the check allows 60 s, guest timers run slow)
-#   - new connections take a new verbs link once the wire is back
+#   - after the interface went down its hub loses the verbs link within the
+#     documented time (rshare(7): the link timeout, 10 s; the check allows
+#     60 s, guest timers run slow), and its connections, 4 idle and 4
+#     streaming, wait: none is reset
+#   - once the wire is back, they go on over a new verbs link (RESUME), the
+#     stream with every byte verified
+#   - new connections take the new verbs link
+#   - node 2 drops RoCE (UDP 4791) and keeps IP: the verbs link is lost
+#     and does not come back, and with transport auto (both hubs) its
+#     connections go on over a soft link, the stream with every byte
 #   - the same-node connections go on, every byte verified
 # The nodes take turns through files in $RSHARE_VM_DIR.  Ends with
 # "N passed, N failed"; exits nonzero when a check failed.
@@ -43,6 +49,18 @@ wait_file() { # FILE SECS
 	return 1
 }
 stat_json() { timeout 10 "$B/rshare" stat --json; }
+# stat_until SECS FILE JQ: the hub's stat in FILE, every 0.3 s, until JQ
+# (a jq condition on it) holds; 1 when SECS passed first
+stat_until() {
+	local t=$((SECONDS + $1))
+	while ((SECONDS < t)); do
+		stat_json >"$2" 2>/dev/null && jq -e "$3" "$2" >/dev/null 2>&1 && return 0
+		sleep 0.3
+	done
+	return 1
+}
+verbs_up='[.links[] | select(.transport == "verbs" and .state == "up")] | length'
+
 # what the network and the RDMA device say, after a failure
 net_state() {
 	echo "# node $node: ip neigh: $(ip neigh | tr '\n' ';')"
@@ -57,7 +75,7 @@ net_state() {
 	echo "# node $node: counters: $(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && grep -H . * | grep -v ':0$' | tr '\n' ' ')"
 }
 
-RSHARE_LOG=${RSHARE_LINKCUT_LOG:-info} "$B/rshared" --transport verbs >"$T/hub.log" 2>&1 &
+RSHARE_LOG=${RSHARE_LINKCUT_LOG:-info} "$B/rshared" --transport auto >"$T/hub.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
 	stat_json >/dev/null 2>&1 && break
@@ -65,12 +83,27 @@ for _ in $(seq 100); do
 done
 
 if [[ $node == 2 ]]; then
+	# await FILE...: until one of them exists (at most 300 s), telling
+	# node 1 this node's story whenever it asks (diag)
+	await() {
+		local f
+		for _ in $(seq 3000); do
+			for f; do [[ -e $dir/$f ]] && return 0; done
+			if [[ -e $dir/diag && ! -e $dir/diag-done ]]; then
+				grep -E 'warn|lost|go on|socket [0-9]+:' "$T/hub.log" | tail -n 30
+				net_state
+				touch "$dir/diag-done"
+			fi
+			sleep 0.1
+		done
+		return 1
+	}
 	"$B/rshare" run -- "$B/tests/echo-server" -w 2 7301 >"$T/server.out" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do grep -q '^ready$' "$T/server.out" && break; sleep 0.1; done
 	touch "$dir/server-ready"
 	# a short outage: what this node sends is lost for 3 s, the link stays
-	if wait_file "$dir/blip" 300; then
+	if await blip finished && [[ -e $dir/blip ]]; then
 		if tc qdisc add dev eth0 root netem loss 100% 2>"$T/tc.err"; then
 			sleep 3
 			tc qdisc del dev eth0 root
@@ -79,17 +112,23 @@ if [[ $node == 2 ]]; then
 			cp "$T/tc.err" "$dir/blip-failed"
 		fi
 	fi
-	wait_file "$dir/cut" 300 || exit 1
-	ip link set eth0 down
-	touch "$dir/cut-done"
-	wait_file "$dir/restore" 300 && { ip link set eth0 up; touch "$dir/restore-done"; }
-	for _ in $(seq 3000); do
-		[[ -e $dir/finished || -e $dir/diag ]] && break
-		sleep 0.1
-	done
-	# its story, when node 1 saw a failure
-	[[ -e $dir/diag ]] && { tail -n 25 "$T/hub.log"; net_state; touch "$dir/diag-done"; }
-	wait_file "$dir/finished" 300
+	if await cut finished && [[ -e $dir/cut ]]; then
+		ip link set eth0 down
+		touch "$dir/cut-done"
+		await restore && { ip link set eth0 up; touch "$dir/restore-done"; }
+	fi
+	# RoCE (UDP 4791) dropped, IP kept: verbs cannot come back, soft can
+	if await roce-block finished && [[ -e $dir/roce-block ]]; then
+		if tc qdisc add dev eth0 root handle 1: prio 2>"$T/tc.err" &&
+			tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff \
+				match ip dport 4791 0xffff action drop 2>>"$T/tc.err"; then
+			touch "$dir/roce-blocked"
+		else
+			cp "$T/tc.err" "$dir/roce-block-failed"
+		fi
+		await roce-unblock && { tc qdisc del dev eth0 root 2>/dev/null; touch "$dir/roce-unblocked"; }
+	fi
+	await finished
 	exit 0
 fi
 
@@ -129,7 +168,7 @@ fi
 "$B/rshare" run -- "$B/tests/echo-server" -w 1 7302 >"$T/local-server.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do grep -q '^ready$' "$T/local-server.out" && break; sleep 0.1; done
-"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -t 25 -m 65536 127.0.0.1 7302 >"$T/local.out" 2>&1 &
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -t 70 -m 65536 127.0.0.1 7302 >"$T/local.out" 2>&1 &
 local_pid=$!
 # idle connections to node 2: verified once, then held with nothing in flight
 "$B/rshare" run -- "$B/tests/echo-client" -c 4 -n 2 -m 4096 -w "$T/release" 10.77.0.2 7301 \
@@ -152,38 +191,67 @@ if [[ $n == 1 && $c == 4 ]]; then
 else
 	nok "before the cut: $n verbs links up, $c connections on links (want 1 and 4)"
 fi
+# a stream to node 2 that the long cut below interrupts
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 4 -s 9 -t 45 -m 65536 10.77.0.2 7301 >"$T/cut.out" 2>&1 &
+cut_pid=$!
+pids+=("$cut_pid")
 sleep 3 # idle for longer than a keepalive period
 
 touch "$dir/cut"
 wait_file "$dir/cut-done" 60 || nok "node 2 did not cut its link"
 t0=$SECONDS
-dropped=0
-while ((SECONDS - t0 < 60)); do
-	stat_json >"$T/after.json" 2>/dev/null || { sleep 0.5; continue; }
-	live=$(jq '[.sockets[] | select(.state == "established" and .same_node != true and .link != 0)] | length' "$T/after.json")
-	up=$(jq '[.links[] | select(.transport == "verbs" and .state == "up")] | length' "$T/after.json")
-	if [[ $live == 0 && $up == 0 ]]; then
-		dropped=1
-		break
-	fi
-	sleep 0.5
-done
+lost=0
+stat_until 60 "$T/after.json" ".counters.conns_waiting >= 8 and ($verbs_up) == 0" && lost=1
 secs=$((SECONDS - t0))
-if ((dropped)); then
-	ok "the cut verbs link was dropped and its 4 idle connections reset within ${secs} s (allowed 60 s)"
-else
-	nok "60 s after the cut: $live connections still established, $up verbs links up"
-	tail -n 20 "$T/hub.log"
-	touch "$T/release"
-	fin
-fi
+waiting=$(jq .counters.conns_waiting "$T/after.json" 2>/dev/null)
+up=$(jq "$verbs_up" "$T/after.json" 2>/dev/null)
 closed=$(jq '[.sockets[] | select(.state == "closed")] | length' "$T/after.json" 2>/dev/null)
-echo "# after ${secs} s: links_dropped $(jq .counters.links_dropped "$T/after.json" 2>/dev/null), sockets closed ${closed:-?}"
-touch "$T/release"
+if ((lost)) && [[ $closed == 0 ]]; then
+	ok "the cut verbs link was lost after ${secs} s (allowed 60 s); its 8 connections wait, none reset"
+else
+	nok "60 s after the cut: ${waiting:-?} connections waiting, $up verbs links up, ${closed:-?} closed (want 8, 0, 0)"
+	tail -n 20 "$T/hub.log"
+fi
+echo "# after ${secs} s: links_lost $(jq .counters.links_lost "$T/after.json" 2>/dev/null), waiting ${waiting:-?}"
+sleep 3 # the outage goes on past the link's loss
 
-# the wire back: new connections get a verbs link again
+# the wire back: the connections go on over a new verbs link
 touch "$dir/restore"
 wait_file "$dir/restore-done" 60 || nok "node 2 did not bring its link up again"
+t0=$SECONDS
+resumed=0
+stat_until 60 "$T/resumed.json" ".counters.conns_resumed >= 8 and ($verbs_up) >= 1" && resumed=1
+n=$(jq .counters.conns_resumed "$T/resumed.json" 2>/dev/null)
+up=$(jq "$verbs_up" "$T/resumed.json" 2>/dev/null)
+if ((resumed)); then
+	ok "after the wire came back, the 8 connections went on over a new verbs link within $((SECONDS - t0)) s"
+else
+	nok "60 s after the wire came back: ${n:-?} connections resumed, ${up:-?} verbs links up (want 8 and 1 or more)"
+	grep -v 'pool\|process' "$T/hub.log" | tail -n 12
+	net_state
+fi
+wait "$cut_pid"
+rc=$?
+if [[ $rc == 0 ]] && grep -q 'conns=4 verified=4 resets=0 errors=0' "$T/cut.out"; then
+	ok "the stream through the cut lost no byte and no connection: $(grep '^echo-client:' "$T/cut.out")"
+else
+	nok "the stream through the cut (exit $rc): $(tr '\n' ' ' <"$T/cut.out")"
+	grep -E 'warn|lost|go on|socket [0-9]+:' "$T/hub.log" | tail -n 30
+	touch "$dir/diag"
+	wait_file "$dir/diag-done" 30
+	rm -f "$dir/diag" "$dir/diag-done"
+fi
+touch "$T/release"
+wait "$idle_pid"
+rc=$?
+if [[ $rc == 0 ]]; then
+	ok "the idle connections were closed cleanly after the cut"
+else
+	nok "the idle connections (exit $rc): $(tr '\n' ' ' <"$T/idle.out")"
+fi
+stat_json >"$T/after.json"
+
+# new connections take the verbs link too, none falls back
 fb0=$(jq .counters.fallback_connects "$T/after.json" 2>/dev/null)
 t0=$SECONDS
 back=0
@@ -199,13 +267,53 @@ while ((SECONDS - t0 < 60)); do
 	sleep 1
 done
 if ((back)); then
-	ok "after the wire came back, new connections to node 2 took a new verbs link within $((SECONDS - t0)) s, none fell back: $(tr '\n' ' ' <"$T/back.out")"
+	ok "after the wire came back, new connections to node 2 took the new verbs link within $((SECONDS - t0)) s, none fell back: $(tr '\n' ' ' <"$T/back.out")"
 else
 	nok "60 s after the wire came back: verbs links up ${up:-?}, fallback_connects ${fb0:-?} -> ${fb:-?}: $(tr '\n' ' ' <"$T/back.out")"
 	grep -v 'pool\|process' "$T/hub.log" | tail -n 8
 	net_state
 	touch "$dir/diag"
 	wait_file "$dir/diag-done" 30
+	rm -f "$dir/diag" "$dir/diag-done"
+fi
+
+# verbs that does not come back: node 2 drops RoCE and keeps IP; the link
+# is lost, and with transport auto its connections go on over soft
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 21 -t 75 -m 65536 10.77.0.2 7301 >"$T/roce.out" 2>&1 &
+roce_pid=$!
+pids+=("$roce_pid")
+sleep 3
+stat_json >"$T/roce0.json"
+r0=$(jq .counters.conns_resumed "$T/roce0.json")
+touch "$dir/roce-block"
+for _ in $(seq 600); do [[ -e $dir/roce-blocked || -e $dir/roce-block-failed ]] && break; sleep 0.1; done
+if [[ -e $dir/roce-blocked ]]; then
+	t0=$SECONDS
+	soft=0
+	stat_until 120 "$T/roce.json" "([.links[] | select(.transport == \"soft\" and .state == \"up\")] | length) >= 1 and
+		.counters.conns_resumed >= $((r0 + 2))" && soft=1
+	n=$(jq .counters.conns_resumed "$T/roce.json" 2>/dev/null)
+	up=$(jq '[.links[] | select(.transport == "soft" and .state == "up")] | length' "$T/roce.json" 2>/dev/null)
+	if ((soft)); then
+		ok "with RoCE dropped, the verbs link's 2 connections went on over a soft link within $((SECONDS - t0)) s"
+	else
+		nok "120 s after RoCE was dropped: ${up:-?} soft links up, $((${n:-0} - r0)) connections resumed (want 1 and 2)"
+		grep -E 'warn|lost|go on|socket [0-9]+:' "$T/hub.log" | tail -n 20
+		touch "$dir/diag"
+		wait_file "$dir/diag-done" 30
+		rm -f "$dir/diag" "$dir/diag-done"
+	fi
+	wait "$roce_pid"
+	rc=$?
+	if [[ $rc == 0 ]] && grep -q 'conns=2 verified=2 resets=0 errors=0' "$T/roce.out"; then
+		ok "the stream moved from verbs to soft lost no byte and no connection: $(grep '^echo-client:' "$T/roce.out")"
+	else
+		nok "the stream moved to soft (exit $rc): $(tr '\n' ' ' <"$T/roce.out")"
+	fi
+	touch "$dir/roce-unblock"
+	wait_file "$dir/roce-unblocked" 60
+else
+	nok "node 2 could not drop RoCE: $(cat "$dir/roce-block-failed")"
 fi
 
 # the same-node echo went on

@@ -1,0 +1,374 @@
+/*
+ * resume.c - connections that outlive a lost link.
+ *
+ * A link is lost when it ends for any reason but a broken protocol: the
+ * queue pair's retries run out or the peer disconnects (verbs), the
+ * link's TCP connection times out or ends (soft).  Its connections are
+ * not reset then, as kernel TCP does not reset a connection whose peer is
+ * silent: they are suspended (hsock_suspend).  Whether the peer hub is
+ * still there the next link tells: a node that refuses it has no hub
+ * (hub_relink_refused), a hub that does not know a connection answers
+ * its RESUME with RESET.
+ * Their slots stay established; writes fill the send ring and then block,
+ * reads wait.  Both hubs connect to the peer again, at once and then
+ * every HUB_RELINK_MS (hub_relink_note, hub_resume_timers), as a port
+ * that was down may answer one way before the other; any new link to the
+ * peer node will do (a process's connect() makes one too), and of two
+ * that come up at once both keep the same one (link.c).  With transport
+ * auto, a verbs link that stayed down for RELINK_SOFT_MS (30 s: an outage
+ * of the whole network ends sooner, most often, and verbs comes back
+ * first) is tried as soft too: a verbs connection goes on over soft (its
+ * writes land by stream position there), and stays there; not the other
+ * way round.
+ *
+ * When a link to the node comes up, each side attaches its suspended
+ * connections to it and sends RESUME for each: its receive tail (the bytes
+ * it has placed), its send ring's completed position and its receive ring's
+ * head (the credit), and whether it has the peer's FIN.  From the peer's
+ * RESUME a side learns where to go on: its stream goes on from the bytes
+ * the peer placed; on verbs (XP_PLACED), a write that completed here is in
+ * the peer's ring even if the peer's hub never saw its completion, so the
+ * later of the two positions is taken on both sides.  What follows that
+ * position is sent again from the send ring, which still holds it (bytes
+ * leave the ring only when their write completed).  A side whose peer
+ * placed less than it had completed (soft: bytes in the kernel's buffers
+ * went with the connection) cannot go on and resets.  A FIN the peer does
+ * not have goes again.  A RESUME for a socket the peer no longer knows
+ * (its hub restarted, or it closed meanwhile) is answered with RESET.
+ *
+ * Two new links at once (each hub connected to the other) are settled by
+ * one rule both sides see alike: the link that the smaller node id opened.
+ * A connection suspended for longer than link_outage (HUB_LINK_OUTAGE_S)
+ * is closed with ETIMEDOUT, as kernel TCP gives up retransmitting.
+ *
+ * A receive ring change under way (resize.c) is settled by the RESUME too:
+ * each side says which of the receiver's rings it writes to and from which
+ * position (peer_switch_at); the receiver ends its offer as a RING_ACK at
+ * that position would, or withdraws it when the sender never switched.
+ * Bytes sent again below that position go to the old ring, which the
+ * receiver keeps until they all landed.
+ */
+#include "hub.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "tag.h"
+
+int hsock_suspend(struct hub *h, struct hsock *s, struct link *l)
+{
+	if (!l->lost || !s->peer || !h->link_outage_ms || s->reset_sent)
+		return 0;
+	if (s->state != HS_ESTABLISHED && s->state != HS_LINGER)
+		return 0;
+	hsock_uncount(s);
+	s->link = NULL;
+	s->on_txwait = 0; /* the link's list goes with it */
+	s->suspended = 1;
+	s->resuming = 0;
+	s->susp_node = l->x.peer_node;
+	s->susp_placed = (l->x.xp->ops->flags & XP_PLACED) != 0;
+	if (!s->susp_ms)
+		s->susp_ms = hub_now_ms();
+	s->peer_next = 0; /* the peer's RING not yet switched to: it never will be */
+	if (s->rx_expect > s->rx_tail && s->as) {
+		/* placed, their completions gone with the link: count them */
+		s->rx_tail = s->rx_expect;
+		if (!s->rx_switch)
+			ring_store(&s->as->rx.tail, s->rx_tail);
+		hsock_wake(s);
+	}
+	if (s->tx_old_size) {
+		/* a send ring that grew: its bytes were copied to the new one */
+		s->tx_old_until = s->tx_done;
+		hsock_tx_old_done(s);
+	}
+	h->nsuspended++;
+	return 1;
+}
+
+void hsock_resume_forget(struct hsock *s)
+{
+	if (s->suspended)
+		the_hub->nsuspended--;
+	s->suspended = s->resuming = 0;
+	s->susp_ms = 0;
+}
+
+/* A lost link's peer is connected to again, from either side (an incoming
+ * link's peer listens on the hub port too). */
+void hub_relink_note(struct hub *h, struct link *l)
+{
+	struct relink *r;
+	if (!l->lost)
+		return;
+	for (struct link *o = h->links; o; o = o->next)
+		if (o != l && o->state == LINK_UP && o->x.peer_node == l->x.peer_node) {
+			hub_resume_link_up(h, o); /* another link to the peer is up */
+			return;
+		}
+	for (uint32_t i = 0; i < h->nrelinks; i++)
+		if (h->relinks[i].node == l->x.peer_node)
+			return;
+	if (h->nrelinks == h->relinks_cap) {
+		uint32_t cap = h->relinks_cap ? h->relinks_cap * 2 : 4;
+		struct relink *n = realloc(h->relinks, cap * sizeof(*n));
+		if (!n)
+			return; /* the peer's own attempts, or a connect(), still may */
+		h->relinks = n;
+		h->relinks_cap = cap;
+	}
+	r = &h->relinks[h->nrelinks++];
+	r->addr = l->x.peer_addr;
+	addr_set_port(&r->addr, h->port);
+	r->node = l->x.peer_node;
+	r->period = HUB_RELINK_MS;
+	r->next_ms = r->since_ms = hub_now_ms(); /* at once: a refusal says soon that no hub is there */
+	r->tries = 0;
+}
+
+/* The node of a lost link refused a new one: it has no hub (it stopped,
+ * or died and nothing started it again).  Its connections are reset, as
+ * a rebooted host answers with RST. */
+void hub_relink_refused(struct hub *h, struct link *l)
+{
+	for (uint32_t i = 0; i < h->nrelinks;) {
+		struct relink *r = &h->relinks[i];
+		uint32_t n = 0;
+		if (!addr_same_ip(&r->addr, &l->x.peer_addr)) {
+			i++;
+			continue;
+		}
+		for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+			struct hsock *s = h->socks[sid];
+			if (!s || !s->suspended || s->susp_node != r->node)
+				continue;
+			hsock_resume_forget(s);
+			s->peer = 0;
+			n++;
+			if (s->state == HS_LINGER || (s->closing && !s->nholders))
+				hsock_free(h, s);
+			else
+				hsock_set_closed(s, ECONNRESET);
+		}
+		log_info("node %016llx has no hub any more: %u connections reset", (unsigned long long)r->node, n);
+		*r = h->relinks[--h->nrelinks];
+	}
+}
+
+static void send_resume(struct hsock *s)
+{
+	struct wire_ctl c = {.op = CTL_RESUME, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+	c.val = s->rx_tail;
+	c.ring = s->peer_ring;
+	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
+	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
+	link_send_ctl(s->link, &c, 0);
+}
+
+/* s goes on over l: attached, and our RESUME sent; 0, or -1 when it cannot
+ * (it was reset). */
+static int attach(struct hub *h, struct hsock *s, struct link *l)
+{
+	uint64_t head;
+	if (!(l->x.xp->ops->flags & XP_POSITIONAL) && (!s->peer_raddr || (s->as && !s->rx_rkey))) {
+		/* a soft connection has no keys for a verbs link */
+		hsock_abort(h, s, "its link came back on another transport");
+		return -1;
+	}
+	if (s->suspended)
+		h->nsuspended--;
+	else
+		hsock_uncount(s); /* resuming on another link */
+	s->suspended = 0;
+	s->resuming = 1;
+	s->link = l;
+	s->counted = 1;
+	l->conns++;
+	l->conns_total++;
+	s->rx_expect = s->rx_tail;
+	head = s->as ? ring_load(&s->as->rx.head) : s->rx_tail;
+	if (ring_sane(head, s->rx_tail, s->rx_size) && head > s->credit_sent)
+		s->credit_sent = head;
+	send_resume(s);
+	return 0;
+}
+
+void hub_resume_link_up(struct hub *h, struct link *l)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < h->nrelinks; i++)
+		if (h->relinks[i].node == l->x.peer_node)
+			h->relinks[i] = h->relinks[--h->nrelinks];
+	/* (a send that fails loses the link at once: the rest wait on) */
+	for (uint32_t sid = 1; h->nsuspended && sid < h->sid_hi && l->state == LINK_UP; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->suspended && s->susp_node == l->x.peer_node && attach(h, s, l) == 0)
+			n++;
+	}
+	if (n)
+		log_info("link %u: %u connections go on over it", l->x.id, n);
+}
+
+/* The peer's positions, applied: 0, or -1 when the stream cannot go on. */
+static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c)
+{
+	uint64_t placed = c->val, done, head, at, pos;
+	wire_resume_get(c, &done, &head, &at);
+	if (hsock_offer_settle(h, s, c->ring, at) < 0)
+		return -1;
+	pos = placed;
+	if (s->susp_placed && s->tx_done > pos)
+		pos = s->tx_done; /* our writes that completed are in its ring */
+	if (placed > s->tx_posted || head > placed || pos < s->tx_done)
+		return -1;
+	s->tx_posted = pos;
+	if (pos > s->tx_done) {
+		s->bytes_tx += pos - s->tx_done;
+		s->tx_done = pos;
+		if (s->as)
+			ring_store(&s->as->tx.head, pos);
+	}
+	if (head > s->peer_head)
+		s->peer_head = head;
+	if (s->susp_placed && done > s->rx_tail) {
+		/* its writes that completed are in our ring: the tail moves
+		 * over them, and what it writes next follows them */
+		uint64_t d = done - s->rx_tail, rh = s->as ? ring_load(&s->as->rx.head) : s->rx_tail;
+		if (done - rh > hsock_rx_room(s))
+			return -1;
+		s->rx_tail += d;
+		s->rx_expect += d;
+		if (s->as && !s->rx_switch) /* else shown once the ring moved */
+			ring_store(&s->as->rx.tail, s->rx_tail);
+	}
+	if (s->fin_sent && !(c->reason & RESUME_HAVE_FIN))
+		s->fin_sent = s->fin_done = 0; /* it goes again, after the data */
+	return 0;
+}
+
+static void resumed(struct hub *h, struct hsock *s)
+{
+	s->resuming = 0;
+	s->susp_ms = 0;
+	h->conns_resumed++;
+	if (s->state == HS_LINGER) {
+		if (s->fin_pending && !s->fin_sent) {
+			struct wire_ctl c = {.op = CTL_FIN, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+			s->fin_sent = 1;
+			link_send_ctl(s->link, &c, tag_make(s->sid, s->gen));
+		}
+		return;
+	}
+	hsock_tx(h, s);
+	hsock_credit(h, s);
+	hsock_wake(s);
+	hsock_finish_close(h, s);
+}
+
+void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
+{
+	struct hsock *s = hsock_by_imm(h, c->dst);
+	if (!s || s->peer != c->src || s->lp) {
+		h->stale_dropped++;
+		link_send_simple(l, CTL_RESET, c->src, 0, 0);
+		return;
+	}
+	if (s->link != l) {
+		struct link *m = s->link;
+		if (m && m->state == LINK_UP && !s->resuming) {
+			/* the peer lost the link that we still hold: ours is gone too */
+			m->lost = 1;
+			hub_link_fail(&m->x, "the peer goes on over a new link");
+			m = NULL;
+		}
+		if (m && s->resuming && link_opener(h, m) < link_opener(h, l))
+			return; /* both links new: it goes on over the other one */
+		if ((!s->suspended && !s->resuming) || (s->suspended && s->susp_node != l->x.peer_node) ||
+		    attach(h, s, l) < 0) {
+			link_send_simple(l, CTL_RESET, c->src, 0, 0);
+			return;
+		}
+	}
+	if (!s->resuming) {
+		h->stale_dropped++; /* a second RESUME: nothing to do */
+		return;
+	}
+	if (resume_apply(h, s, c) < 0) {
+		log_warn("socket %u: the peer placed %llu bytes, %llu were sent: cannot go on", s->sid,
+			 (unsigned long long)c->val, (unsigned long long)s->tx_done);
+		s->resuming = 0;
+		hsock_abort(h, s, "bytes lost with the link");
+		return;
+	}
+	log_debug("socket %u: goes on over link %u at %llu sent, %llu received", s->sid, l->x.id,
+		  (unsigned long long)s->tx_posted, (unsigned long long)s->rx_tail);
+	resumed(h, s);
+}
+
+/* A connection that waited too long: closed as kernel TCP's is when its
+ * retransmissions run out. */
+static void expire(struct hub *h, struct hsock *s)
+{
+	hsock_resume_forget(s);
+	h->conns_expired++;
+	log_info("socket %u: no link to its peer for %u s: closed", s->sid, h->link_outage_ms / 1000);
+	hsock_uncount(s);
+	s->link = NULL;
+	s->peer = 0;
+	if (s->state == HS_LINGER || (s->closing && !s->nholders)) {
+		hsock_free(h, s);
+		return;
+	}
+	hsock_set_closed(s, ETIMEDOUT);
+}
+
+static int link_to(struct hub *h, const struct relink *r)
+{
+	for (struct link *l = h->links; l; l = l->next)
+		if (l->state != LINK_DOWN && (l->x.peer_node == r->node || addr_same_ip(&l->x.peer_addr, &r->addr)))
+			return 1;
+	return 0;
+}
+
+#define RELINK_SOFT_MS 30000
+
+void hub_resume_timers(struct hub *h)
+{
+	uint64_t now;
+	if (!h->nsuspended && !h->nrelinks)
+		return;
+	now = hub_now_ms();
+	if (now - h->resume_look_ms < 100)
+		return;
+	h->resume_look_ms = now;
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && (s->suspended || s->resuming) && s->susp_ms && now - s->susp_ms >= h->link_outage_ms)
+			expire(h, s);
+	}
+	for (uint32_t i = 0; i < h->nrelinks;) {
+		struct relink *r = &h->relinks[i];
+		int waiting = 0;
+		for (uint32_t sid = 1; !waiting && sid < h->sid_hi; sid++)
+			waiting = h->socks[sid] && h->socks[sid]->suspended && h->socks[sid]->susp_node == r->node;
+		if (!waiting) {
+			*r = h->relinks[--h->nrelinks];
+			continue;
+		}
+		if (now >= r->next_ms && !link_to(h, r)) {
+			r->tries++;
+			r->next_ms = now + r->period;
+			struct link *n = NULL;
+			log_debug("connecting again to node %016llx (try %u)", (unsigned long long)r->node, r->tries);
+			/* transport auto: verbs first; once verbs stayed down for
+			 * RELINK_SOFT_MS, every other try is soft */
+			if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2)
+				n = hub_link_new_soft(h, &r->addr);
+			if (n || (n = hub_link_new_outgoing(h, &r->addr)))
+				n->relink = 1;
+		}
+		i++;
+	}
+}
