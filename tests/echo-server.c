@@ -1,5 +1,5 @@
 /*
- * echo-server [-w WORKERS] [-f] PORT
+ * echo-server [-w WORKERS] [-f] [-k IDLE] PORT
  *
  * Listens on 0.0.0.0:PORT (SO_REUSEADDR) and echoes every byte back until
  * EOF, then closes.  Prints "worker PID" for each pre-forked worker, then
@@ -7,6 +7,8 @@
  * the shared listener, serving each connection in a thread of their own.
  * -f: accept-then-fork; the master accepts and forks a child per
  * connection, and closes its own copy; the child prints "child PID".
+ * -k IDLE: keepalive on each connection (SO_KEEPALIVE, TCP_KEEPIDLE IDLE
+ * seconds, TCP_KEEPINTVL 1, TCP_KEEPCNT 2).
  *
  * Runs until killed.  SIGTERM/SIGINT to the master end the whole process
  * group (the master makes itself a group leader); workers also die with the
@@ -26,6 +28,7 @@
 
 static int lfd = -1;
 static pid_t master;
+static int ka_idle;
 
 static void on_term(int sig)
 {
@@ -44,6 +47,13 @@ static void echo_conn(int fd)
 		buf = malloc(64 << 10);
 	if (!buf)
 		t_die("echo-server: out of memory");
+	if (ka_idle) {
+		int one = 1, two = 2;
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &ka_idle, sizeof(ka_idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &two, sizeof(two));
+	}
 	for (;;) {
 		ssize_t n = read(fd, buf, 64 << 10);
 		if (n < 0 && errno == EINTR)
@@ -118,10 +128,11 @@ static void fork_per_conn(void)
 int main(int argc, char **argv)
 {
 	int workers = 1, forkmode = 0, opt;
-	while ((opt = getopt(argc, argv, "w:f")) != -1) {
+	while ((opt = getopt(argc, argv, "w:fk:")) != -1) {
 		switch (opt) {
 		case 'w': workers = atoi(optarg); break;
 		case 'f': forkmode = 1; break;
+		case 'k': ka_idle = atoi(optarg); break;
 		default: goto usage;
 		}
 	}
@@ -181,6 +192,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "echo-server: worker %d ended (status 0x%x)\n", p, st);
 	}
 usage:
-	fprintf(stderr, "usage: echo-server [-w WORKERS] [-f] PORT\n");
+	fprintf(stderr, "usage: echo-server [-w WORKERS] [-f] [-k IDLE] PORT\n");
 	return 2;
 }

@@ -50,7 +50,7 @@
 #define HUB_LIS_INO_BUCKETS 4096 /* buckets of listeners by kernel inode */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 #define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
-#define HUB_LINK_OUTAGE_S 900 /* its connections wait this long for a new one (link_outage), as
+#define HUB_LINK_OUTAGE_S 900 /* its connections with bytes unacknowledged wait this long (link_outage), as
 			       * kernel TCP retransmits for about 15 minutes (tcp_retries2) */
 #define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
 
@@ -260,6 +260,7 @@ struct hsock {
 		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
 		susp_placed : 1;    /* the lost link's completed writes are in the peer's ring (verbs) */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
+	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
 	uint16_t lport;             /* listener: its port, backlog, wake-up, and */
 	int backlog, evfd;
@@ -346,11 +347,12 @@ struct hub {
 	struct relink {             /* peers of lost links, connected to again (resume.c) */
 		union sockaddr_any addr;
 		uint64_t node, next_ms, since_ms;
-		uint32_t tries, period;
+		uint32_t tries, waiting; /* connections that wait for it (a timer's count) */
 	} *relinks;
 	uint32_t nrelinks, relinks_cap;
 	uint64_t links_lost, conns_resumed, conns_expired;
 	uint64_t resume_look_ms;
+	uint32_t ka_time_s, ka_intvl_s, ka_probes; /* net.ipv4.tcp_keepalive_*: a program's defaults */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
 	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */
@@ -488,6 +490,7 @@ void hub_reap_doomed(struct hub *h);
 int hub_run_writable(struct hub *h);
 void hub_link_timers(struct hub *h); /* connect deadlines, keepalives */
 void hub_link_ping(struct link *l);
+struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except); /* an UP link to NODE */
 
 /* The node id of the side that opened l: of two links between the same
  * nodes, both keep the one the smaller id opened. */
@@ -504,6 +507,7 @@ void hub_relink_refused(struct hub *h, struct link *l); /* the peer node has no 
 void hub_resume_link_up(struct hub *h, struct link *l);
 void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hub_resume_timers(struct hub *h);
+void hub_resume_init(struct hub *h); /* the kernel's keepalive settings */
 
 /* Control messages out on a link (wr_id bit WR_CTL: a control send). */
 #define WR_CTL (1ull << 63)

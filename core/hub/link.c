@@ -118,26 +118,34 @@ struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union soc
  * at once, bringing a lost link back): the one opened by the larger node
  * id goes, dropped by both sides as lost, so that its connections go on
  * over the other (resume.c).  1 when l itself went. */
-static int link_dedup(struct hub *h, struct link *l)
+struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except)
 {
-	for (struct link *o = h->links; o; o = o->next) {
-		struct link *drop, *keep;
-		if (o == l || o->state != LINK_UP || o->x.peer_node != l->x.peer_node)
-			continue;
-		drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;
-		if (!drop)
-			return 0; /* both opened by one side: both stay */
-		keep = drop == l ? o : l;
-		for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
-			struct hsock *s = h->socks[sid];
-			if (s && s->link == drop && s->state == HS_CONNECTING && !s->connect_sent)
-				s->link = keep; /* connects that waited for it: connected below */
-		}
-		drop->lost = 1;
-		hub_link_fail(&drop->x, "a second link to the node");
-		return drop == l;
+	for (struct link *o = h->links; o; o = o->next)
+		if (o != except && o->state == LINK_UP && o->x.peer_node == node)
+			return o;
+	return NULL;
+}
+
+/* Of two links up to one node, both sides drop the one the larger node id
+ * opened: the link that stays, l itself or the other one (NULL: it went
+ * and the other is not up). */
+static struct link *link_dedup(struct hub *h, struct link *l)
+{
+	struct link *o = link_up_to(h, l->x.peer_node, l), *drop, *keep;
+	if (!o)
+		return l;
+	drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;
+	if (!drop)
+		return l; /* both opened by one side: both stay */
+	keep = drop == l ? o : l;
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->link == drop && s->state == HS_CONNECTING && !s->connect_sent)
+			s->link = keep; /* connects that waited for it: connected below */
 	}
-	return 0;
+	drop->lost = 1;
+	hub_link_fail(&drop->x, "a second link to the node");
+	return keep->state == LINK_UP ? keep : NULL;
 }
 
 void hub_link_up(struct xlink *xl, uint64_t peer_node)
@@ -151,15 +159,9 @@ void hub_link_up(struct xlink *xl, uint64_t peer_node)
 		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
 	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
 		 l->x.outgoing ? "outgoing" : "incoming");
-	if (link_dedup(h, l)) {
-		/* it went: the connects that waited for it go over the one kept */
-		l = NULL;
-		for (struct link *o = h->links; o; o = o->next)
-			if (o->state == LINK_UP && o->x.peer_node == peer_node)
-				l = o;
-		if (!l)
-			return;
-	}
+	/* of two, the connects that waited for the one that went go over the other */
+	if (!(l = link_dedup(h, l)))
+		return;
 	/* connections that waited for the link */
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];

@@ -423,6 +423,7 @@ int hub_main(int argc, char **argv)
 		return r;
 	h->link_timeout_ms = (uint32_t)(cf.link_timeout > 0 ? cf.link_timeout : HUB_LINK_TIMEOUT_S) * 1000u;
 	h->link_outage_ms = (uint32_t)(cf.link_outage > 0 ? cf.link_outage : HUB_LINK_OUTAGE_S) * 1000u;
+	hub_resume_init(h);
 	h->port = (uint16_t)port;
 	if (hub_setup(h) < 0)
 		return 1;

@@ -11,7 +11,8 @@
  * its RESUME with RESET.
  * Their slots stay established; writes fill the send ring and then block,
  * reads wait.  Both hubs connect to the peer again, at once and then
- * every HUB_RELINK_MS (hub_relink_note, hub_resume_timers), as a port
+ * every HUB_RELINK_MS (hub_relink_note, hub_resume_timers; every
+ * HUB_RELINK_SLOW_MS after the first minute), as a port
  * that was down may answer one way before the other; any new link to the
  * peer node will do (a process's connect() makes one too), and of two
  * that come up at once both keep the same one (link.c).  With transport
@@ -38,8 +39,11 @@
  *
  * Two new links at once (each hub connected to the other) are settled by
  * one rule both sides see alike: the link that the smaller node id opened.
- * A connection suspended for longer than link_outage (HUB_LINK_OUTAGE_S)
- * is closed with ETIMEDOUT, as kernel TCP gives up retransmitting.
+ * A waiting connection gives up when kernel TCP's would (give_up_at): with
+ * bytes the peer did not take, after link_outage (HUB_LINK_OUTAGE_S, as
+ * kernel TCP gives up retransmitting) or the program's TCP_USER_TIMEOUT;
+ * idle, never, unless the program asked for keepalives; then it is closed
+ * with ETIMEDOUT.
  *
  * A receive ring change under way (resize.c) is settled by the RESUME too:
  * each side says which of the receiver's rings it writes to and from which
@@ -51,6 +55,8 @@
 #include "hub.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -93,7 +99,7 @@ void hsock_resume_forget(struct hsock *s)
 	if (s->suspended)
 		the_hub->nsuspended--;
 	s->suspended = s->resuming = 0;
-	s->susp_ms = 0;
+	s->susp_ms = s->unacked_ms = 0;
 }
 
 /* A lost link's peer is connected to again, from either side (an incoming
@@ -103,11 +109,11 @@ void hub_relink_note(struct hub *h, struct link *l)
 	struct relink *r;
 	if (!l->lost)
 		return;
-	for (struct link *o = h->links; o; o = o->next)
-		if (o != l && o->state == LINK_UP && o->x.peer_node == l->x.peer_node) {
-			hub_resume_link_up(h, o); /* another link to the peer is up */
-			return;
-		}
+	struct link *o = link_up_to(h, l->x.peer_node, l);
+	if (o) {
+		hub_resume_link_up(h, o); /* another link to the peer is up */
+		return;
+	}
 	for (uint32_t i = 0; i < h->nrelinks; i++)
 		if (h->relinks[i].node == l->x.peer_node)
 			return;
@@ -123,7 +129,6 @@ void hub_relink_note(struct hub *h, struct link *l)
 	r->addr = l->x.peer_addr;
 	addr_set_port(&r->addr, h->port);
 	r->node = l->x.peer_node;
-	r->period = HUB_RELINK_MS;
 	r->next_ms = r->since_ms = hub_now_ms(); /* at once: a refusal says soon that no hub is there */
 	r->tries = 0;
 }
@@ -251,7 +256,7 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 static void resumed(struct hub *h, struct hsock *s)
 {
 	s->resuming = 0;
-	s->susp_ms = 0;
+	s->susp_ms = s->unacked_ms = 0;
 	h->conns_resumed++;
 	if (s->state == HS_LINGER) {
 		if (s->fin_pending && !s->fin_sent) {
@@ -307,13 +312,76 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	resumed(h, s);
 }
 
-/* A connection that waited too long: closed as kernel TCP's is when its
- * retransmissions run out. */
-static void expire(struct hub *h, struct hsock *s)
+/* net.ipv4.tcp_keepalive_time, _intvl and _probes of the hub's namespace:
+ * the keepalive a program asked for with SO_KEEPALIVE alone */
+void hub_resume_init(struct hub *h)
 {
+	static const char *const names[3] = {"time", "intvl", "probes"};
+	static const uint32_t defaults[3] = {7200, 75, 9};
+	uint32_t *to[3] = {&h->ka_time_s, &h->ka_intvl_s, &h->ka_probes};
+	for (int i = 0; i < 3; i++) {
+		char path[64];
+		unsigned v = 0;
+		FILE *f;
+		snprintf(path, sizeof(path), "/proc/sys/net/ipv4/tcp_keepalive_%s", names[i]);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%u", &v) != 1 || v == 0)
+			v = defaults[i];
+		if (f)
+			fclose(f);
+		*to[i] = v;
+	}
+}
+
+/* Whether s has bytes or a FIN the peer has not taken: its clock runs. */
+static int unacked(const struct hsock *s)
+{
+	if (s->state == HS_LINGER || s->tx_posted != s->tx_done || (s->fin_pending && !s->fin_done))
+		return 1;
+	return s->as && ring_load(&s->as->tx.tail) != s->tx_done; /* (the process's word: its own loss) */
+}
+
+/* an int option of s's slot within [1, max] (the kernel's bounds), or DEF */
+static uint64_t opt_int(const struct hsock *s, int i, uint32_t def, int32_t max)
+{
+	int32_t v = s->as ? s->as->opts.ival[i] : 0;
+	return v >= 1 && v <= max ? (uint64_t)v : def;
+}
+
+/* When a waiting connection gives up, as kernel TCP's would; 0: never.
+ *   - data or a FIN not taken by the peer (or closed here): link_outage
+ *     after that began (tcp_retries2), or TCP_USER_TIMEOUT where set;
+ *   - idle: never (kernel TCP sends nothing then), unless the program
+ *     asked for keepalives: after TCP_KEEPIDLE and TCP_KEEPCNT probes
+ *     TCP_KEEPINTVL apart (or, with TCP_USER_TIMEOUT, the first probe
+ *     past it), counted from the loss of the link. */
+static uint64_t give_up_at(struct hub *h, struct hsock *s, uint64_t now, const char **why)
+{
+	uint64_t ut = opt_int(s, SLOT_OPTI_USER_TIMEOUT, 0, INT32_MAX), idle, intvl;
+	if (!s->unacked_ms && unacked(s))
+		s->unacked_ms = now;
+	if (s->unacked_ms) {
+		*why = ut ? "TCP_USER_TIMEOUT" : "link_outage";
+		return s->unacked_ms + (ut ? ut : h->link_outage_ms);
+	}
+	if (!s->as || !(atomic_load(&s->as->opts.bools) & (1u << SLOT_OPTB_KEEPALIVE)))
+		return 0;
+	*why = "keepalive";
+	idle = opt_int(s, SLOT_OPTI_KEEPIDLE, h->ka_time_s, 32767) * 1000;
+	intvl = opt_int(s, SLOT_OPTI_KEEPINTVL, h->ka_intvl_s, 32767) * 1000;
+	if (ut)
+		return s->susp_ms + (ut > idle + intvl ? ut : idle + intvl);
+	return s->susp_ms + idle + intvl * opt_int(s, SLOT_OPTI_KEEPCNT, h->ka_probes, 127);
+}
+
+/* A connection that waited too long: closed as kernel TCP's is when its
+ * retransmissions or its keepalive probes run out. */
+static void expire(struct hub *h, struct hsock *s, const char *why, uint64_t now)
+{
+	log_info("socket %u: no link to its peer for %llu ms (%s): closed", s->sid,
+		 (unsigned long long)(now - s->susp_ms), why);
 	hsock_resume_forget(s);
 	h->conns_expired++;
-	log_info("socket %u: no link to its peer for %u s: closed", s->sid, h->link_outage_ms / 1000);
 	hsock_uncount(s);
 	s->link = NULL;
 	s->peer = 0;
@@ -333,7 +401,26 @@ static int link_to(struct hub *h, const struct relink *r)
 }
 
 #define RELINK_SOFT_MS 30000
+#define RELINK_SLOW_AFTER_MS 60000 /* then a peer is tried every HUB_RELINK_SLOW_MS */
+#define HUB_RELINK_SLOW_MS 10000
 
+static void relink_try(struct hub *h, struct relink *r, uint64_t now)
+{
+	struct link *n = NULL;
+	r->tries++;
+	r->next_ms = now + (now - r->since_ms < RELINK_SLOW_AFTER_MS ? HUB_RELINK_MS : HUB_RELINK_SLOW_MS);
+	log_debug("connecting again to node %016llx (try %u)", (unsigned long long)r->node, r->tries);
+	/* transport auto: verbs first; once verbs stayed down for
+	 * RELINK_SOFT_MS, every other try is soft */
+	if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2)
+		n = hub_link_new_soft(h, &r->addr);
+	if (n || (n = hub_link_new_outgoing(h, &r->addr)))
+		n->relink = 1;
+}
+
+/* Every 100 ms while connections wait: one pass over the sockets gives up
+ * on those whose time came and counts the others by node; a node nobody
+ * waits for any more is not tried again. */
 void hub_resume_timers(struct hub *h)
 {
 	uint64_t now;
@@ -343,32 +430,31 @@ void hub_resume_timers(struct hub *h)
 	if (now - h->resume_look_ms < 100)
 		return;
 	h->resume_look_ms = now;
+	for (uint32_t i = 0; i < h->nrelinks; i++)
+		h->relinks[i].waiting = 0;
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (s && (s->suspended || s->resuming) && s->susp_ms && now - s->susp_ms >= h->link_outage_ms)
-			expire(h, s);
+		const char *why = NULL;
+		uint64_t at;
+		if (!s || (!s->suspended && !s->resuming))
+			continue;
+		at = give_up_at(h, s, now, &why);
+		if (at && now >= at) {
+			expire(h, s, why, now);
+			continue;
+		}
+		for (uint32_t i = 0; s->suspended && i < h->nrelinks; i++)
+			if (h->relinks[i].node == s->susp_node)
+				h->relinks[i].waiting++;
 	}
 	for (uint32_t i = 0; i < h->nrelinks;) {
 		struct relink *r = &h->relinks[i];
-		int waiting = 0;
-		for (uint32_t sid = 1; !waiting && sid < h->sid_hi; sid++)
-			waiting = h->socks[sid] && h->socks[sid]->suspended && h->socks[sid]->susp_node == r->node;
-		if (!waiting) {
+		if (!r->waiting) {
 			*r = h->relinks[--h->nrelinks];
 			continue;
 		}
-		if (now >= r->next_ms && !link_to(h, r)) {
-			r->tries++;
-			r->next_ms = now + r->period;
-			struct link *n = NULL;
-			log_debug("connecting again to node %016llx (try %u)", (unsigned long long)r->node, r->tries);
-			/* transport auto: verbs first; once verbs stayed down for
-			 * RELINK_SOFT_MS, every other try is soft */
-			if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2)
-				n = hub_link_new_soft(h, &r->addr);
-			if (n || (n = hub_link_new_outgoing(h, &r->addr)))
-				n->relink = 1;
-		}
+		if (now >= r->next_ms && !link_to(h, r))
+			relink_try(h, r, now);
 		i++;
 	}
 }

@@ -70,6 +70,13 @@ enum slot_state {
  * value each option has).  Written and read by processes only; the hub
  * clears them when it hands the slot out. */
 #define SLOT_OPT_INTS 12
+/* the places of the options the hub reads (core/hub/resume.c: when a
+ * connection without a link gives up) */
+#define SLOT_OPTB_KEEPALIVE 0      /* bit of bools: SO_KEEPALIVE */
+#define SLOT_OPTI_KEEPIDLE 4       /* ival[]: TCP_KEEPIDLE, seconds */
+#define SLOT_OPTI_KEEPINTVL 5      /* TCP_KEEPINTVL, seconds */
+#define SLOT_OPTI_KEEPCNT 6        /* TCP_KEEPCNT */
+#define SLOT_OPTI_USER_TIMEOUT 7   /* TCP_USER_TIMEOUT, ms */
 struct slot_opts {
 	_Atomic uint32_t set;      /* bit per option of the table: the program set it */
 	_Atomic uint32_t bools;    /* the values of the on/off ones */
