@@ -53,6 +53,8 @@ void pfd_set(struct pfd *p, const struct pfd *v)
 	p->optmask = v->optmask;
 	p->dst = v->dst;
 	__atomic_store_n(&p->kind, v->kind, __ATOMIC_RELEASE);
+	if (p - pfd_tab <= 2)
+		std_follow((int)(p - pfd_tab));
 }
 
 void pfd_clear(int fd)

@@ -22,7 +22,8 @@
  * select), epoll.c, exec.c (sockets kept across exec), spawn.c (and
  * handed to programs started by posix_spawn, system, popen), pass.c
  * (descriptors passed over unix sockets), syscall.c (syscall(3), and
- * io_uring); preload.h is what they share.
+ * io_uring), stdio.c (stdio streams on connections); preload.h is what
+ * they share.
  */
 #include "preload.h"
 
@@ -50,6 +51,8 @@ __attribute__((constructor)) static void preload_init(void)
 __attribute__((destructor)) static void preload_fini(void)
 {
 	/* a process that exits closes its sockets as the kernel does, once it
-	 * is gone: its other threads may still use them until then */
+	 * is gone: its other threads may still use them until then; what
+	 * its streams on them hold goes first */
+	std_flush();
 	vs_exiting(1);
 }

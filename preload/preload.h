@@ -54,7 +54,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen)
+	X(system) X(popen) X(fdopen)
 
 PL_HIDDEN void *real_next(const char *name);
 
@@ -213,5 +213,10 @@ PL_HIDDEN char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn
 PL_HIDDEN void exec_undo(struct exec_undo *u);
 /* syscall.c: a program linked with liburing runs on kernel TCP (1) */
 PL_HIDDEN int uring_check(void);
+/* stdio.c: stdin, stdout or stderr (FD 0-2) follows what FD names: a
+ * stream of the library's calls on an rshare connection, else the
+ * program's; the streams made flushed, before the library ends */
+PL_HIDDEN void std_follow(int fd);
+PL_HIDDEN void std_flush(void);
 
 #endif
