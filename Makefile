@@ -50,6 +50,13 @@ LIB_HUB    := $(B)/core/libhub.a $(B)/core/libxport.a $(B)/core/libshared.a
 
 all: $(B)/librshare.so $(B)/rshared $(B)/rshare $(TEST_BIN)
 
+# the hub's records as a restart hands them over (core/hub/image.c): only a
+# hub built from the same definitions reads them
+# (and speaks the same wire version: frame.h)
+HUB_LAYOUT := $(shell cat core/hub/hub.h core/hub/image.c core/hub/arena_alloc.c core/shared/arena.h \
+	core/shared/ring.h core/shared/addr.h core/shared/frame.h core/xport/xport.h | cksum | cut -d' ' -f1)
+$(B)/core/hub/image.o: CFLAGS += -DHUB_LAYOUT=$(HUB_LAYOUT)ULL
+
 # build/core/<side>/x.o: compiled with that side's include path
 $(B)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)

@@ -7,7 +7,10 @@
 # requests succeed and the hubs' stat shows every connection and at least
 # the bytes moved on the one link between the nodes.  With only the server
 # or only the clients preloaded the same requests succeed on kernel TCP and
-# no link carries a connection.  The request rates are printed, never asserted.
+# no link carries a connection.  Under wrk for 5 s, `rshare hub restart` of
+# both nodes' hubs, three times, fails no request (keepalive on: the
+# connections resume; off: connects under way are made again).  The
+# request rates are printed, never asserted.
 
 load lib
 load apps
@@ -191,4 +194,33 @@ bench() {
 	bench client-close 1 $PORT_CL --rshare
 	app_snap c1
 	app_check_fallback "preloaded curl and wrk to a plain nginx" c0 c1 client $((4 + 16 + REQS)) $PORT_KA
+}
+
+# restarts SECS NS...: `rshare hub restart` in each namespace, every SECS
+# seconds, three rounds; each must say that it restarted
+restarts() {
+	local secs=$1 out i ns
+	shift
+	for i in 1 2 3; do
+		sleep "$secs"
+		for ns in "$@"; do
+			out=$(ip netns exec "$ns" "$RSHARE" hub restart 2>&1) || echo "$ns: $out" >>"$RS_TMP/restart-failed"
+		done
+	done
+}
+
+@test "nginx: both hubs restarted three times under wrk, keepalive on and off: no request fails" {
+	nginx_start --rshare
+	restarts 1 "$NS_A" "$NS_B" &
+	bench restart-ka 5 $PORT_KA --rshare
+	wait $!
+	echo "# hub restarts under wrk, keepalive on: $REQS requests ($RATE/s), none failed" >&3
+	restarts 1 "$NS_A" "$NS_B" &
+	bench restart-close 5 $PORT_CL --rshare
+	wait $!
+	echo "# hub restarts under wrk, keepalive off: $REQS requests ($RATE/s), none failed" >&3
+	[[ ! -e $RS_TMP/restart-failed ]] || rs_fail "restarts: $(cat "$RS_TMP/restart-failed")"
+	rs_stat "$NS_A" | jq -e '.counters.restarts == 6' >/dev/null || rs_fail "A: $(rs_stat "$NS_A" | jq -c .counters)"
+	rs_stat "$NS_B" | jq -e '.counters.restarts == 6 and .counters.fallback_connects == 0' >/dev/null ||
+		rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
 }

@@ -15,7 +15,7 @@
 #define USAGE_STAT "rshare stat [ -l | -p | -a ] [ -w ] [ --json ] [ state STATE ] " \
 		   "[ sport|dport|port [:]PORT ] [ pid PID ]"
 #define USAGE_HUB "rshare hub { start [ --port PORT ] [ --log LEVEL ] [ --transport auto|verbs|soft ] " \
-		  "| stop | status }"
+		  "| stop | restart | status }"
 
 /* a usage error: the line (or the message) on stderr; 2 */
 int bad_usage(const char *line);

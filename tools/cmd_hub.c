@@ -1,11 +1,14 @@
 /*
- * cmd_hub.c - rshare hub start|stop|status, and starting the hub for
- * rshare run.
+ * cmd_hub.c - rshare hub start|stop|restart|status, and starting the hub
+ * for rshare run.
  *
  * The hub is started by the process side's spawner (hub_spawn.h: a daemon in
  * its own session that is no child of ours); until it answers, its stderr
  * comes to us through a pipe, so that a hub that fails says why.  Stopping
  * is SIGTERM to the pid its STAT answer names, then waiting for it to go.
+ * Restarting is SIGUSR2 to it, then waiting for its STAT answer to count
+ * one more restart (the same pid: the new hub took over in its process,
+ * core/hub/restart.c) or one more refusal, whose reason it prints.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,6 +170,57 @@ int hub_spawn(const char *path, int port, int quiet)
 	return hub_wait(path, errp[0], hub, quiet);
 }
 
+/* the hub's restarts and refusals so far (its pid in *pid, the last
+ * refusal's reason in why): 0, or -1 when it does not answer */
+static int hub_restarts(long *pid, unsigned long long *done, unsigned long long *refused, char *why, size_t n)
+{
+	struct jv root;
+	size_t len;
+	char *raw = hub_query(1, &len);
+	int ret = -1;
+	if (raw && json_parse(raw, len, &root) == 0 && jget(&root, "counters")) {
+		const struct jv *c = jget(&root, "counters");
+		*pid = (long)jnum(&root, "pid");
+		*done = jnum(c, "restarts");
+		*refused = jnum(c, "restarts_refused");
+		snprintf(why, n, "%s", jstr(c, "restart_refused"));
+		ret = 0;
+	}
+	free(raw);
+	return ret;
+}
+
+/* rshare hub restart: a new hub takes over the node, every connection kept */
+static int hub_restart(void)
+{
+	long pid, p2;
+	unsigned long long done, refused, d2, r2;
+	char why[256];
+	if (hub_restarts(&pid, &done, &refused, why, sizeof(why)) < 0) {
+		fprintf(stderr, "rshare: no hub runs in this network namespace\n");
+		return 1;
+	}
+	if (kill((pid_t)pid, SIGUSR2) < 0) {
+		fprintf(stderr, "rshare: cannot restart the hub (pid %ld): %s\n", pid, strerror(errno));
+		return 1;
+	}
+	for (int t = 0; t < 200; t++) { /* 10 s */
+		sleep_ms(50);
+		if (hub_restarts(&p2, &d2, &r2, why, sizeof(why)) < 0)
+			continue; /* between the two hubs */
+		if (d2 > done) {
+			printf("hub restarted: pid %ld, restart %llu\n", p2, d2);
+			return 0;
+		}
+		if (r2 > refused) {
+			fprintf(stderr, "rshare: the hub (pid %ld) did not restart: %s; it goes on\n", p2, why);
+			return 1;
+		}
+	}
+	fprintf(stderr, "rshare: the hub (pid %ld) did not restart within 10 s\n", pid);
+	return 1;
+}
+
 int cmd_hub(int argc, char **argv)
 {
 	struct hub_info hi;
@@ -207,6 +261,11 @@ int cmd_hub(int argc, char **argv)
 		}
 		fprintf(stderr, "rshare: the hub (pid %ld) did not stop within 10 s\n", hi.pid);
 		return 1;
+	}
+	if (!strcmp(argv[0], "restart")) {
+		if (argc > 1)
+			return bad_usage(USAGE_HUB);
+		return hub_restart();
 	}
 	if (!strcmp(argv[0], "start")) {
 		struct cfg c;

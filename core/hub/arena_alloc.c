@@ -121,6 +121,48 @@ void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size)
 		*a->charge -= size;
 }
 
+int arena_alloc_save(const struct arena_alloc *a, int (*put)(void *c, const void *b, size_t n), void *c)
+{
+	uint64_t head[3] = {a->next, a->end, a->in_use};
+	int r = put(c, head, sizeof(head));
+	for (int k = 0; k < NCLASS && r == 0; k++) {
+		uint64_t n = 0;
+		for (const struct free_blk *b = a->free[k]; b; b = b->next)
+			n++;
+		r = put(c, &n, sizeof(n));
+		for (const struct free_blk *b = a->free[k]; b && r == 0; b = b->next)
+			r = put(c, &b->off, sizeof(b->off));
+	}
+	return r;
+}
+
+struct arena_alloc *arena_alloc_load(int (*get)(void *c, void *b, size_t n), void *c)
+{
+	uint64_t head[3];
+	struct arena_alloc *a;
+	if (get(c, head, sizeof(head)) < 0 || head[0] > head[1] || !(a = arena_alloc_new(head[0], head[1])))
+		return NULL;
+	a->in_use = head[2];
+	for (int k = 0; k < NCLASS; k++) {
+		uint64_t n;
+		if (get(c, &n, sizeof(n)) < 0 || n > (head[1] >> 12))
+			goto bad;
+		while (n--) {
+			struct free_blk *b = malloc(sizeof(*b));
+			if (!b || get(c, &b->off, sizeof(b->off)) < 0) {
+				free(b);
+				goto bad;
+			}
+			b->next = a->free[k];
+			a->free[k] = b;
+		}
+	}
+	return a;
+bad:
+	arena_alloc_free_all(a);
+	return NULL;
+}
+
 void arena_alloc_charge(struct arena_alloc *a, uint64_t *charge, uint64_t limit)
 {
 	a->charge = charge;

@@ -19,5 +19,10 @@ uint64_t arena_in_use(const struct arena_alloc *a);
 /* Charge what it hands out to *charge too, and refuse (0) what would
  * take *charge past limit (0: no limit). */
 void arena_alloc_charge(struct arena_alloc *a, uint64_t *charge, uint64_t limit);
+/* Its state, as put() takes bytes (0 or -errno, from put), and made again
+ * from them as get() gives them (NULL: short or not sane); the charge is
+ * set again by the caller. */
+int arena_alloc_save(const struct arena_alloc *a, int (*put)(void *c, const void *b, size_t n), void *c);
+struct arena_alloc *arena_alloc_load(int (*get)(void *c, void *b, size_t n), void *c);
 
 #endif

@@ -149,6 +149,26 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	return 0;
 }
 
+/* A connect whose CONNECT went with a lost link, sent again over a link to
+ * the node (hub_link_up sends it once the link is up), or given to kernel
+ * TCP when no link can be made. */
+void hsock_redial(struct hub *h, struct hsock *s)
+{
+	union sockaddr_any d = s->peer_addr;
+	if (s->state != HS_CONNECTING || !s->as)
+		return;
+	wire_addr_unmap(&d);
+	s->link = link_for(h, &d);
+	if (!s->link) {
+		s->state = HS_FALLBACK;
+		atomic_store(&s->as->state, SLOT_FALLBACK);
+		h->fallback_connects++;
+		hsock_wake(s);
+	} else if (s->link->state == LINK_UP && hsock_connect(h, s, NULL) < 0) {
+		hsock_set_closed(s, EADDRNOTAVAIL);
+	}
+}
+
 /* ---- listen, and CONNECTs for a listener ---- */
 
 static uint32_t *ino_head(struct hub *h, uint64_t ino)

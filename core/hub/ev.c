@@ -7,6 +7,7 @@
  */
 #include "hub.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -86,6 +87,15 @@ uint32_t hub_link_timeout_ms(const struct hub *h)
 const union sockaddr_any *hub_bind_addr(const struct hub *h)
 {
 	return &h->bind_addr;
+}
+
+int hub_kept_listener(struct hub *h)
+{
+	int fd = h->kept_lfd;
+	h->kept_lfd = -1;
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
 }
 
 void hub_count_malformed(struct hub *h)

@@ -24,6 +24,8 @@
  *   arena_alloc.c  the ring allocator of an arena
  *   ev.c       epoll helpers, deferred frees, clocks, facts
  *   crash.c    a backtrace in the log on a fatal signal
+ *   restart.c  `rshare hub restart`: a new hub in the same process
+ *   image.c    ... the records it hands over, as bytes
  * Lower files never call higher ones but for two pairs: a connect with no
  * link yet makes one (conn.c -> link.c, hub_link_new_outgoing) and a link
  * that comes up sends the CONNECTs that waited for it (link.c -> conn.c,
@@ -258,7 +260,8 @@ struct hsock {
 		tx_watch : 1,       /* a nonblocking writer waits for room: the hub watches its ring */
 		suspended : 1,      /* its link was lost: it waits for a new one (resume.c) */
 		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
-		susp_placed : 1;    /* the lost link's completed writes are in the peer's ring (verbs) */
+		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
+		redial : 1;         /* connecting: its CONNECT went with a lost link, sent again soon */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
@@ -344,6 +347,7 @@ struct hub {
 	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections wait) */
 	uint32_t link_outage_ms;    /* ... and its connections wait this long for a new one (resume.c) */
 	uint32_t nsuspended;        /* connections waiting for a new link */
+	uint32_t nredial;           /* connects to make again (resume.c) */
 	struct relink {             /* peers of lost links, connected to again (resume.c) */
 		union sockaddr_any addr;
 		uint64_t node, next_ms, since_ms;
@@ -391,6 +395,10 @@ struct hub {
 	void **garbage;             /* freed after the current batch of events */
 	uint32_t ngarbage, garbage_cap;
 	volatile int stop;
+	volatile int restart;       /* SIGUSR2: hand the node to a new hub (restart.c) */
+	uint32_t restarts, restarts_refused;
+	const char *restart_refused; /* why the last one was refused, NULL: it was not */
+	int kept_lfd;               /* the soft listener the hub before kept, -1: none */
 };
 
 /* ev.c: the_hub is the one hub of this process (transport callbacks find it there) */
@@ -502,6 +510,7 @@ static inline uint64_t link_opener(const struct hub *h, const struct link *l)
 /* resume.c: connections that outlive a lost link */
 int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
 void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */
+void hsock_redial_later(struct hub *h, struct hsock *s); /* its CONNECT went with a lost link */
 void hub_relink_note(struct hub *h, struct link *l);
 void hub_relink_refused(struct hub *h, struct link *l); /* the peer node has no hub: reset */
 void hub_resume_link_up(struct hub *h, struct link *l);
@@ -584,6 +593,7 @@ int hub_listen(struct hub *h, struct hsock *s, const union sockaddr_any *addr, i
 struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool *p);
 void hub_listener_forget(struct hub *h, struct hsock *s);
 int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out);
+void hsock_redial(struct hub *h, struct hsock *s); /* its CONNECT again, on a new link */
 void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_refuse(struct hub *h, struct hsock *s);
@@ -659,5 +669,17 @@ void hub_test_settle(struct hub *h);
 
 /* stat.c */
 char *hub_stat(struct hub *h, int json, size_t *len);
+
+/* restart.c, image.c: `rshare hub restart`, a new hub in the same process */
+struct _IO_FILE;
+int hub_restart_args(int *argc, char **argv, int *adopt_fd, int *status); /* -1: exit with *status */
+void hub_restart_signal(int sig);
+void hub_restart(struct hub *h);         /* hand over, or say why not and go on */
+int hub_adopt(struct hub *h, int fd);     /* the records of the hub before: 0 or -errno */
+int hub_adopt_watch(struct hub *h);       /* ... watched again, once the hub is set up */
+uint64_t hub_layout(void);                /* the fingerprint of the records' layout */
+int hub_image_write(struct hub *h, struct _IO_FILE *f);
+int hub_image_read(struct hub *h, struct _IO_FILE *f);
+void hub_pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events); /* pool.c */
 
 #endif

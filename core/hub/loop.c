@@ -218,6 +218,8 @@ static void hub_loop(struct hub *h)
 		hub_resume_timers(h);
 		hub_ring_timers(h);
 		hub_batch_end(h);
+		if (h->restart)
+			hub_restart(h);
 	}
 }
 
@@ -237,11 +239,15 @@ static int hub_listen_unix(struct hub *h)
 	const char *name = hub_sock_name();
 	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
 	memcpy(a.sun_path + 1, name, strlen(name));
-	h->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (h->lfd < 0)
-		return -errno;
-	if (bind(h->lfd, (struct sockaddr *)&a, len) < 0 || listen(h->lfd, 4096) < 0)
-		return -errno;
+	if (h->lfd >= 0) {
+		fcntl(h->lfd, F_SETFD, FD_CLOEXEC); /* the hub before made it (restart.c) */
+	} else {
+		h->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (h->lfd < 0)
+			return -errno;
+		if (bind(h->lfd, (struct sockaddr *)&a, len) < 0 || listen(h->lfd, 4096) < 0)
+			return -errno;
+	}
 	h->lev.fn = hub_accept_proc;
 	return hub_watch(h, h->lfd, EPOLLIN, &h->lev) < 0 ? -errno : 0;
 }
@@ -316,8 +322,11 @@ static int hub_setup(struct hub *h)
 {
 	struct rlimit rl;
 	struct sigaction sa = {.sa_handler = on_signal};
-	h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
-	h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
+	struct sigaction su = {.sa_handler = hub_restart_signal};
+	if (!h->socks) /* (an adopted hub has them) */
+		h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
+	if (!h->gens)
+		h->gens = calloc(TAG_MAX_SOCKS, sizeof(*h->gens));
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!h->socks || !h->gens)
 		return -ENOMEM;
@@ -337,6 +346,7 @@ static int hub_setup(struct hub *h)
 	crash_install();
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR2, &su, NULL);
 	return 0;
 }
 
@@ -398,10 +408,13 @@ uint32_t hub_mem_max(int tx)
 int hub_main(int argc, char **argv)
 {
 	struct hub *h;
-	int daemon_mode = 0, r;
+	int daemon_mode = 0, r, adopt_fd, status;
 	long port;
 	static struct cfg cf;
 	char err[CFG_LINE_MAX];
+
+	if (hub_restart_args(&argc, argv, &adopt_fd, &status) < 0)
+		return status;
 
 	/* the file, then RSHARE_* variables, then options */
 	if (cfg_load(NULL, &cf, err, sizeof(err)) < 0 || cfg_env(&cf, err, sizeof(err)) < 0) {
@@ -411,7 +424,12 @@ int hub_main(int argc, char **argv)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return 1;
+	h->lfd = h->kept_lfd = -1;
 	log_init("rshared", cf.log >= 0 ? cf.log : LOG_LVL_WARN);
+	if (adopt_fd >= 0 && (r = hub_adopt(h, adopt_fd)) < 0) {
+		log_error("cannot take over from the hub before: %s", strerror(-r));
+		return 1;
+	}
 	port = cf.port ? cf.port : HUB_DEFAULT_PORT;
 	h->mode = parse_mode(cf.transport);
 	h->lim_pools = cf.uid_pools ? cf.uid_pools : HUB_UID_POOLS;
@@ -430,6 +448,8 @@ int hub_main(int argc, char **argv)
 	r = hub_open(h, daemon_mode);
 	if (r >= 0)
 		return r;
+	if (adopt_fd >= 0 && hub_adopt_watch(h) < 0)
+		return 1;
 	log_info("hub up: node %016llx, peer port %u", (unsigned long long)h->node_id, h->port);
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
 	h->tx_max = hub_mem_max(1);

@@ -37,7 +37,7 @@ static uint64_t arena_bytes_cfg(void)
 	return (uint64_t)mb << 20;
 }
 
-static void pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events)
+void hub_pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events)
 {
 	struct pool *p = (struct pool *)((char *)ev - offsetof(struct pool, ev));
 	uint64_t v;
@@ -140,7 +140,7 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 		arena_alloc_charge(p->rx_alloc, &u->bytes, h->lim_bytes);
 		arena_alloc_charge(p->tx_alloc, &u->bytes, h->lim_bytes);
 	}
-	p->ev.fn = pool_kick;
+	p->ev.fn = hub_pool_kick;
 	if (hub_watch(h, p->evfd, EPOLLIN, &p->ev) < 0)
 		goto fail;
 	p->next = h->pools;

@@ -96,6 +96,9 @@ int hsock_suspend(struct hub *h, struct hsock *s, struct link *l)
 
 void hsock_resume_forget(struct hsock *s)
 {
+	if (s->redial)
+		the_hub->nredial--;
+	s->redial = 0;
 	if (s->suspended)
 		the_hub->nsuspended--;
 	s->suspended = s->resuming = 0;
@@ -312,6 +315,18 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	resumed(h, s);
 }
 
+/* A connect whose CONNECT (or its answer) went with a lost link is made
+ * again once that link is gone (the next timer's turn), over a new link to
+ * the node: the peer may have accepted the first one, which it resets
+ * when our side does not know it (its RESUME is answered with RESET). */
+void hsock_redial_later(struct hub *h, struct hsock *s)
+{
+	s->connect_sent = 0;
+	if (!s->redial)
+		h->nredial++;
+	s->redial = 1;
+}
+
 /* net.ipv4.tcp_keepalive_time, _intvl and _probes of the hub's namespace:
  * the keepalive a program asked for with SO_KEEPALIVE alone */
 void hub_resume_init(struct hub *h)
@@ -424,7 +439,7 @@ static void relink_try(struct hub *h, struct relink *r, uint64_t now)
 void hub_resume_timers(struct hub *h)
 {
 	uint64_t now;
-	if (!h->nsuspended && !h->nrelinks)
+	if (!h->nsuspended && !h->nrelinks && !h->nredial)
 		return;
 	now = hub_now_ms();
 	if (now - h->resume_look_ms < 100)
@@ -436,6 +451,11 @@ void hub_resume_timers(struct hub *h)
 		struct hsock *s = h->socks[sid];
 		const char *why = NULL;
 		uint64_t at;
+		if (s && s->redial) {
+			hsock_resume_forget(s);
+			hsock_redial(h, s);
+			continue;
+		}
 		if (!s || (!s->suspended && !s->resuming))
 			continue;
 		at = give_up_at(h, s, now, &why);

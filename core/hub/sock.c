@@ -410,7 +410,9 @@ void hub_link_gone(struct hub *h, struct link *l)
 		s->peer = 0;
 		switch (s->state) {
 		case HS_CONNECTING:
-			if (!s->connect_sent) {
+			if (l->lost) {
+				hsock_redial_later(h, s); /* as kernel TCP sends its SYN again */
+			} else if (!s->connect_sent) {
 				s->state = HS_FALLBACK;
 				h->fallback_connects++;
 				atomic_store(&s->as->state, SLOT_FALLBACK);

@@ -124,7 +124,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
-		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u},",
+		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u,"
+		  "\"restarts\":%u,\"restarts_refused\":%u,\"restart_refused\":\"%s\"},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -135,7 +136,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->rings_punched, (unsigned long long)h->reg_bytes,
 		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h), h->npasses,
 		  h->passes_taken, (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
-		  (unsigned long long)h->conns_expired, h->nsuspended);
+		  (unsigned long long)h->conns_expired, h->nsuspended, h->restarts, h->restarts_refused,
+		  h->restart_refused ? h->restart_refused : "");
 }
 
 /* "links": one object each */
@@ -275,6 +277,8 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "outages: links lost %llu, connections resumed %llu, expired %llu, waiting %u\n",
 		  (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended);
+	sb_printf(s, "restarts: %u, refused %u%s%s\n", h->restarts, h->restarts_refused,
+		  h->restart_refused ? ": " : "", h->restart_refused ? h->restart_refused : "");
 	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu, %llu bytes registered "
 		  "(%llu of them kept for free rings)\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,

@@ -328,6 +328,12 @@ static void soft_dereg_mr(struct xport *xp, struct xmr *mr)
 	(void)mr;
 }
 
+static int soft_listener(struct xport *xp)
+{
+	struct soft *sx = xp->priv;
+	return sx ? sx->lfd : -1;
+}
+
 const struct xport_ops xport_soft_ops = {
 	.name = "soft",
 	.flags = XP_POSITIONAL,
@@ -342,4 +348,5 @@ const struct xport_ops xport_soft_ops = {
 	.post_send = soft_post_send,
 	.post_recv = soft_post_recv,
 	.poll_cq = soft_poll_cq,
+	.listener = soft_listener,
 };

@@ -150,6 +150,8 @@ int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	xp->hub = h;
 	sx->h = h;
 	sx->xp = xp;
+	if ((sx->lfd = hub_kept_listener(h)) >= 0)
+		goto watch; /* a restarted hub: the one before it listened already */
 	if (hub_bind_addr(h)->sa.sa_family) {
 		/* one address only: several hubs may share a namespace */
 		union sockaddr_any b = *hub_bind_addr(h);
@@ -185,6 +187,7 @@ int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	}
 	if (listen(sx->lfd, 512) < 0)
 		return -1;
+watch:
 	sx->lev.fn = soft_accept;
 	return hub_watch(h, sx->lfd, EPOLLIN, &sx->lev);
 }

@@ -97,6 +97,9 @@ struct xport_ops {
 	int (*poll_cq)(struct xport *xp, struct xwc *wc, int max);
 	/* optional: fill what only this transport knows of the link */
 	void (*link_info)(struct xlink *l, struct xlink_info *out);
+	/* optional: its listener, which a restart keeps open for the next hub
+	 * (init takes it up again: hub_kept_listener), -1: none */
+	int (*listener)(struct xport *xp);
 };
 
 struct xport {

@@ -35,6 +35,9 @@ uint64_t hub_node_id(const struct hub *h);
 uint32_t hub_link_timeout_ms(const struct hub *h);
 const union sockaddr_any *hub_bind_addr(const struct hub *h); /* family 0: any */
 void hub_count_malformed(struct hub *h); /* a peer broke the protocol */
+/* the listener the hub before this one kept open (a restart): init goes on
+ * with it instead of making one; -1: none (given once) */
+int hub_kept_listener(struct hub *h);
 
 /* links: a link a peer opened (NULL when it cannot be had), its HELLO
  * came (up), it failed (the hub drops it and resets its connections: a
