@@ -37,9 +37,8 @@ restart() {
 	[[ $out == "hub restarted: "* ]] || rs_fail "rshare hub restart in $1 said: $out"
 }
 
-# streams NAME PORT [--rshare] [RESTARTS...]: an echo server on A, 4 streams
-# from A and 4 from B for 9 s; after 3 s and again after 6 s, `rshare hub
-# restart` in each namespace named (none on kernel TCP)
+# streams NAME PORT [--rshare]: an echo server on A, 4 streams from A and
+# 4 from B for 7 s
 streams() {
 	local name=$1 port=$2 pre=
 	shift 2
@@ -49,14 +48,8 @@ streams() {
 	fi
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
 	rs_wait_ready "$name-srv"
-	rs_bg "$name-a" "$NS_A" $pre "$RS_BIN/echo-client" -S -c 4 -s 21 -t 9 -m 262144 $ADDR_A "$port"
-	rs_bg "$name-b" "$NS_B" $pre "$RS_BIN/echo-client" -S -c 4 -s 22 -t 9 -m 262144 $ADDR_A "$port"
-	sleep 3
-	for ns in "$@"; do restart "$ns"; done
-	sleep 3
-	for ns in "$@"; do restart "$ns"; done
-	rs_wait_file "$RS_TMP/$name-a.out" '^echo-client:' 1 60
-	rs_wait_file "$RS_TMP/$name-b.out" '^echo-client:' 1 60
+	rs_bg "$name-a" "$NS_A" $pre "$RS_BIN/echo-client" -S -c 4 -s 21 -t 7 -m 262144 $ADDR_A "$port"
+	rs_bg "$name-b" "$NS_B" $pre "$RS_BIN/echo-client" -S -c 4 -s 22 -t 7 -m 262144 $ADDR_A "$port"
 }
 
 @test "streams on one node and across nodes go on through two restarts of both hubs, every byte verified, as on kernel TCP" {
@@ -65,8 +58,18 @@ streams() {
 	rs_hub_start "$NS_B"
 	pa=$(rs_stat "$NS_A" | jq .pid)
 	pb=$(rs_stat "$NS_B" | jq .pid)
+	# both at once: kernel TCP's streams see no restart
 	streams kernel 7761
-	streams rshare 7762 --rshare "$NS_A" "$NS_B"
+	streams rshare 7762 --rshare
+	sleep 2
+	restart "$NS_A"
+	restart "$NS_B"
+	sleep 2
+	restart "$NS_A"
+	restart "$NS_B"
+	for n in kernel-a kernel-b rshare-a rshare-b; do
+		rs_wait_file "$RS_TMP/$n.out" '^echo-client:' 1 60
+	done
 	echo "kernel TCP: $(summary kernel-a); $(summary kernel-b)"
 	echo "rshare: $(summary rshare-a); $(summary rshare-b)"
 	echo "# hub restarts, longest pause: same node $(stall_of rshare-a) ms (kernel TCP $(stall_of kernel-a) ms), across nodes $(stall_of rshare-b) ms (kernel TCP $(stall_of kernel-b) ms)" >&3
@@ -161,8 +164,8 @@ print("end")' $ADDR_A "$port" "$RS_TMP/$name.release"
 	pid=$(rs_stat "$NS_A" | jq .pid)
 	rs_bg up-srv "$NS_A" --rshare "$RS_BIN/echo-server" -w 2 7765
 	rs_wait_ready up-srv
-	rs_bg up-a "$NS_A" --rshare "$RS_BIN/echo-client" -S -c 4 -s 23 -t 8 -m 262144 $ADDR_A 7765
-	rs_bg up-b "$NS_B" --rshare "$RS_BIN/echo-client" -S -c 4 -s 24 -t 8 -m 262144 $ADDR_A 7765
+	rs_bg up-a "$NS_A" --rshare "$RS_BIN/echo-client" -S -c 4 -s 23 -t 6 -m 262144 $ADDR_A 7765
+	rs_bg up-b "$NS_B" --rshare "$RS_BIN/echo-client" -S -c 4 -s 24 -t 6 -m 262144 $ADDR_A 7765
 	sleep 2
 	# records laid out otherwise: refused, and said why
 	printf '#!/bin/sh\necho 0000000000000001\n' >"$bin/rshared.new"
@@ -171,7 +174,7 @@ print("end")' $ADDR_A "$port" "$RS_TMP/$name.release"
 	out=$(ip netns exec "$NS_A" "$RSHARE" hub restart 2>&1) && rs_fail "a hub with other records took over: $out"
 	echo "refused: $out"
 	[[ $out == *"keeps its records otherwise"* ]] || rs_fail "the refusal says: $out"
-	sleep 2
+	sleep 1
 	# the same records: a new program takes over
 	cp "$RSHARED" "$bin/rshared.new"
 	mv "$bin/rshared.new" "$bin/rshared"

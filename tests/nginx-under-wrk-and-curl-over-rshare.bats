@@ -7,7 +7,7 @@
 # requests succeed and the hubs' stat shows every connection and at least
 # the bytes moved on the one link between the nodes.  With only the server
 # or only the clients preloaded the same requests succeed on kernel TCP and
-# no link carries a connection.  Under wrk for 5 s, `rshare hub restart` of
+# no link carries a connection.  Under wrk for 3 s, `rshare hub restart` of
 # both nodes' hubs, three times, fails no request (keepalive on: the
 # connections resume; off: connects under way are made again).  The
 # request rates are printed, never asserted.
@@ -211,12 +211,12 @@ restarts() {
 
 @test "nginx: both hubs restarted three times under wrk, keepalive on and off: no request fails" {
 	nginx_start --rshare
-	restarts 1 "$NS_A" "$NS_B" &
-	bench restart-ka 5 $PORT_KA --rshare
+	restarts 0.7 "$NS_A" "$NS_B" &
+	bench restart-ka 3 $PORT_KA --rshare
 	wait $!
 	echo "# hub restarts under wrk, keepalive on: $REQS requests ($RATE/s), none failed" >&3
-	restarts 1 "$NS_A" "$NS_B" &
-	bench restart-close 5 $PORT_CL --rshare
+	restarts 0.7 "$NS_A" "$NS_B" &
+	bench restart-close 3 $PORT_CL --rshare
 	wait $!
 	echo "# hub restarts under wrk, keepalive off: $REQS requests ($RATE/s), none failed" >&3
 	[[ ! -e $RS_TMP/restart-failed ]] || rs_fail "restarts: $(cat "$RS_TMP/restart-failed")"

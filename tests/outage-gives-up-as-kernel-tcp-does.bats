@@ -34,9 +34,8 @@ teardown() {
 }
 
 # waiter NAME PORT MODE [--rshare]: a connection from B to A's echo server,
-# echoed once; A's interface goes down for 8 s; MODE idle, keepalive or
-# user-timeout (then 1000 bytes are written once the wire is down); what
-# the connection saw during the cut, and whether it echoes after it
+# echoed once, then held (see cut_both); MODE idle, keepalive, user-timeout or
+# outage (then 1000 bytes are written once the wire is down)
 waiter() {
 	local name=$1 port=$2 mode=$3 pre=${4:-}
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" "$port"
@@ -91,22 +90,38 @@ try:
 except OSError as e:
     print("after the cut: " + errno.errorcode[e.errno])' $ADDR_A "$port" "$mode" "$RS_TMP/$name.cut" "$RS_TMP/$name.release"
 	rs_wait_file "$RS_TMP/$name.out" '^held$' 1 30
+}
+
+# cut_both MODE PORT: the waiters on kernel TCP (PORT) and on rshare (PORT + 1)
+# through one cut: A's interface down for 8 s; then what each connection
+# saw during the cut, and whether it echoed after it, in K and R
+cut_both() {
+	local n
+	waiter "kernel-$1" "$2" "$1"
+	waiter "rshare-$1" $(($2 + 1)) "$1" --rshare
+	sleep 1 # every byte so far acknowledged: the connections are idle
 	ip -n "$NS_A" link set "va$RS_SUF" down
-	touch "$RS_TMP/$name.cut"
+	touch "$RS_TMP/kernel-$1.cut" "$RS_TMP/rshare-$1.cut"
 	sleep 8
+	# the programs see the end of the cut before the wire does, so that
+	# what comes back after it is read as after
+	touch "$RS_TMP/kernel-$1.release" "$RS_TMP/rshare-$1.release"
+	sleep 0.5
 	ip -n "$NS_A" link set "va$RS_SUF" up
-	touch "$RS_TMP/$name.release"
-	rs_wait_pid "$(cat "$RS_TMP/$name.pid")" 90 || true
-	tr '\n' '|' <"$RS_TMP/$name.out"
+	for n in kernel rshare; do
+		rs_wait_pid "$(cat "$RS_TMP/$n-$1.pid")" 90 || true
+	done
+	K=$(tr '\n' '|' <"$RS_TMP/kernel-$1.out")
+	R=$(tr '\n' '|' <"$RS_TMP/rshare-$1.out")
+	echo "kernel TCP: $K"
+	echo "rshare: $R"
 }
 
 # same MODE PORT EXPECTED: kernel TCP prints EXPECTED, and rshare the same
 same() {
 	local k r
-	k=$(waiter "kernel-$1" "$2" "$1")
-	r=$(waiter "rshare-$1" $(($2 + 1)) "$1" --rshare)
-	echo "kernel TCP: $k"
-	echo "rshare: $r"
+	cut_both "$1" "$2"
+	k=$K r=$R
 	[[ $k == "$3" ]] || rs_fail "kernel TCP: $k"
 	[[ $r == "$k" ]] || rs_fail "rshare: $r, kernel TCP: $k ($(cat "$RS_TMP/rshare-$1.err"))"
 }
@@ -133,10 +148,8 @@ same() {
 @test "bytes unacknowledged past link_outage time out, where kernel TCP retransmits on" {
 	local k r
 	hubs 3
-	k=$(waiter kernel-outage 7727 outage)
-	r=$(waiter rshare-outage 7728 outage --rshare)
-	echo "kernel TCP: $k"
-	echo "rshare: $r"
+	cut_both outage 7727
+	k=$K r=$R
 	[[ $k == "before|held|quiet through the cut|after: 1006 bytes echoed|" ]] || rs_fail "kernel TCP: $k"
 	[[ $r == "before|held|during the cut: ETIMEDOUT|" ]] || rs_fail "rshare: $r"
 	rs_stat "$NS_B" | jq -e '.counters.conns_expired >= 1' >/dev/null ||

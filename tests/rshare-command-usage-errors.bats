@@ -24,7 +24,8 @@ usage_err() {
 
 @test "unknown commands and bare commands exit 2 with one line" {
 	usage_err '^Command "frobnicate" is unknown, try "rshare help"\.$' frobnicate
-	usage_err '^Command "restart" is unknown, try "rshare help"\.$' hub restart
+	usage_err '^Command "reload" is unknown, try "rshare help"\.$' hub reload
+	usage_err '^Usage: rshare hub' hub restart now
 	usage_err '^Usage: rshare hub \{ start' hub
 	usage_err '^Usage: rshare hub' hub status now
 	usage_err '^Usage: rshare hub' hub stop now

@@ -41,7 +41,7 @@ uint64_t hub_layout(void)
 
 static int put(void *c, const void *b, size_t n)
 {
-	return fwrite(b, 1, n, c) == n ? 0 : -EIO;
+	return !n || fwrite(b, 1, n, c) == n ? 0 : -EIO;
 }
 
 static int put_u64(FILE *f, uint64_t v)
@@ -146,7 +146,7 @@ int hub_image_write(struct hub *h, FILE *f)
 
 static int get(void *c, void *b, size_t n)
 {
-	return fread(b, 1, n, c) == n ? 0 : -EIO;
+	return !n || fread(b, 1, n, c) == n ? 0 : -EIO;
 }
 
 /* an array of n entries of size sz, read (NULL: none, or *r set on failure) */
