@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# Node A's hub runs under valgrind (memcheck) while 2 preloaded clients on
+# Node A's hub runs under valgrind (memcheck; without a warden, as
+# valgrind cannot run two processes on one address space) while 2 preloaded clients on
 # node B make 4 echo connections each to a preloaded echo server on A, and
 # one on A itself 4 same-node ones (messages up to 64 KiB, every byte
 # checked); and a server that hands 2 connections to its child over a
@@ -35,7 +36,7 @@ procs_a() {
 	local port=7401 i hub vgpid deadline pids=()
 	RSHARE_LOG=info rs_bg hub-A "$NS_A" valgrind -q --error-exitcode=99 --leak-check=full \
 		--errors-for-leak-kinds=definite --show-leak-kinds=definite --num-callers=30 \
-		--log-file="$RS_TMP/valgrind.log" "$RSHARED"
+		--log-file="$RS_TMP/valgrind.log" "$RSHARED" --no-warden
 	hub=$RS_LASTPID
 	deadline=$((SECONDS + 60))
 	until rs_stat "$NS_A" 2>/dev/null | jq -se '.[0].node != null' >/dev/null 2>&1; do

@@ -11,6 +11,7 @@
 # whose records differ is refused, and the hub goes on as it was.
 
 load lib
+load handover
 
 setup() {
 	rs_require echo-server echo-client
@@ -22,14 +23,6 @@ teardown() {
 	rs_teardown
 }
 
-summary() {
-	sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$RS_TMP/$1.out"
-}
-
-stall_of() {
-	sed -n 's/^echo-client: .* stall_ms=\([0-9]*\).*/\1/p' "$RS_TMP/$1.out"
-}
-
 # restart NS: `rshare hub restart` there, which must say that it did
 restart() {
 	local out
@@ -37,47 +30,14 @@ restart() {
 	[[ $out == "hub restarted: "* ]] || rs_fail "rshare hub restart in $1 said: $out"
 }
 
-# streams NAME PORT [--rshare]: an echo server on A, 4 streams from A and
-# 4 from B for 7 s
-streams() {
-	local name=$1 port=$2 pre=
-	shift 2
-	if [[ ${1:-} == --rshare ]]; then
-		pre=--rshare
-		shift
-	fi
-	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
-	rs_wait_ready "$name-srv"
-	rs_bg "$name-a" "$NS_A" $pre "$RS_BIN/echo-client" -S -c 4 -s 21 -t 7 -m 262144 $ADDR_A "$port"
-	rs_bg "$name-b" "$NS_B" $pre "$RS_BIN/echo-client" -S -c 4 -s 22 -t 7 -m 262144 $ADDR_A "$port"
-}
-
 @test "streams on one node and across nodes go on through two restarts of both hubs, every byte verified, as on kernel TCP" {
-	local pa pb ok="conns=4 verified=4 resets=0 errors=0"
+	local pa pb
 	rs_hub_start "$NS_A"
 	rs_hub_start "$NS_B"
 	pa=$(rs_stat "$NS_A" | jq .pid)
 	pb=$(rs_stat "$NS_B" | jq .pid)
 	# both at once: kernel TCP's streams see no restart
-	streams kernel 7761
-	streams rshare 7762 --rshare
-	sleep 2
-	restart "$NS_A"
-	restart "$NS_B"
-	sleep 2
-	restart "$NS_A"
-	restart "$NS_B"
-	for n in kernel-a kernel-b rshare-a rshare-b; do
-		rs_wait_file "$RS_TMP/$n.out" '^echo-client:' 1 60
-	done
-	echo "kernel TCP: $(summary kernel-a); $(summary kernel-b)"
-	echo "rshare: $(summary rshare-a); $(summary rshare-b)"
-	echo "# hub restarts, longest pause: same node $(stall_of rshare-a) ms (kernel TCP $(stall_of kernel-a) ms), across nodes $(stall_of rshare-b) ms (kernel TCP $(stall_of kernel-b) ms)" >&3
-	[[ $(summary kernel-a) == "$ok" && $(summary kernel-b) == "$ok" ]] || rs_fail "kernel TCP: $(summary kernel-a); $(summary kernel-b)"
-	[[ $(summary rshare-a) == "$ok" ]] || rs_fail "rshare, same node: $(summary rshare-a) $(cat "$RS_TMP/rshare-a.err")"
-	[[ $(summary rshare-b) == "$ok" ]] || rs_fail "rshare, across nodes: $(summary rshare-b) $(cat "$RS_TMP/rshare-b.err")"
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
-	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	streams_through "hub restarts" 7761 restart_both
 	rs_jq_check "both hubs restarted twice in their own process, and the streams resumed" \
 		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" --argjson pa "$pa" --argjson pb "$pb" '
 		$a[0] as $A | $b[0] as $B |
@@ -91,53 +51,10 @@ streams() {
 		     "fallback_connects A \($A.counters.fallback_connects) B \($B.counters.fallback_connects)")'
 }
 
-# held NAME PORT [--rshare] [RESTARTS...]: a program on B holds 3
-# connections to A's echo server, each echoed once, and one more blocked
-# in recv; the hubs named restart; then each is echoed once more
-held() {
-	local name=$1 port=$2 pre=
-	shift 2
-	if [[ ${1:-} == --rshare ]]; then
-		pre=--rshare
-		shift
-	fi
-	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
-	rs_wait_ready "$name-srv"
-	rs_bg "$name" "$NS_B" $pre python3 -u -c '
-import os, socket, sys, threading, time
-host, port, release = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-conns = [socket.create_connection((host, port)) for i in range(4)]
-def echo(c, word):
-    c.settimeout(60)
-    c.sendall(word + b"\n")
-    got = b""
-    while not got.endswith(b"\n"):
-        b = c.recv(100)
-        if not b:
-            return "EOF"
-        got += b
-    return got.decode().strip()
-for i, c in enumerate(conns):
-    print(echo(c, b"before %d" % i))
-got = []
-t = threading.Thread(target=lambda: got.append(conns[3].recv(100)))
-t.start()
-print("held")
-while not os.path.exists(release):
-    time.sleep(0.1)
-for i, c in enumerate(conns[:3]):
-    print(echo(c, b"after %d" % i))
-conns[2].sendall(b"")
-conns[3].sendall(b"wake\n")
-t.join(30)
-print("blocked recv got %r" % got)
-print("end")' $ADDR_A "$port" "$RS_TMP/$name.release"
-	rs_wait_file "$RS_TMP/$name.out" '^held$' 1 30
-	for ns in "$@"; do restart "$ns"; done
-	sleep 1
-	touch "$RS_TMP/$name.release"
-	rs_wait_file "$RS_TMP/$name.out" '^end$' 1 90
-	tr '\n' '|' <"$RS_TMP/$name.out"
+# restart_both: restart A's hub and B's
+restart_both() {
+	restart "$NS_A"
+	restart "$NS_B"
 }
 
 @test "idle connections and a blocked recv go on through restarts of both hubs, as on kernel TCP" {
@@ -145,10 +62,10 @@ print("end")' $ADDR_A "$port" "$RS_TMP/$name.release"
 	rs_hub_start "$NS_A"
 	rs_hub_start "$NS_B"
 	k=$(held kernel-held 7763)
-	r=$(held rshare-held 7764 --rshare "$NS_A" "$NS_B")
+	r=$(held rshare-held 7764 --rshare restart_both)
 	echo "kernel TCP: $k"
 	echo "rshare: $r"
-	[[ $k == "before 0|before 1|before 2|before 3|held|after 0|after 1|after 2|blocked recv got [b'wake\n']|end|" ]] ||
+	[[ $k == "$HELD_KERNEL" ]] ||
 		rs_fail "kernel TCP: $k"
 	[[ $r == "$k" ]] || rs_fail "rshare: $r ($(cat "$RS_TMP/rshare-held.err"))"
 	rs_stat "$NS_B" | jq -e '.counters.restarts == 1 and .counters.conns_resumed >= 4' >/dev/null ||

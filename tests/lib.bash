@@ -96,11 +96,12 @@ rs_retry() {
 	done
 }
 
-# rs_hub_start NS [WRAPPER...]: a hub in NS (run by WRAPPER, e.g. prlimit)
+# rs_hub_start NS [WRAPPER...]: a hub in NS (run by WRAPPER, e.g. prlimit;
+# with the options in RS_HUB_ARGS)
 rs_hub_start() {
 	local ns=$1 deadline=$((SECONDS + 10))
 	shift
-	RSHARE_LOG=debug rs_bg "hub-$ns" "$ns" "$@" "$RSHARED" || return
+	RSHARE_LOG=debug rs_bg "hub-$ns" "$ns" "$@" "$RSHARED" ${RS_HUB_ARGS:-} || return
 	while ((SECONDS < deadline)); do
 		# -s: empty input (a hub that did not answer) is [] and fails
 		rs_stat "$ns" 2>/dev/null | jq -se '.[0].node != null' >/dev/null 2>&1 && return 0

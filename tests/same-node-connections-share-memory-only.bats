@@ -64,13 +64,14 @@ pids_mapping() {
 		fail(([$E[] | select(.same_node) | .bytes_tx] | add) == 2 * $total;
 		     "sockets sent \([$E[] | select(.same_node) | .bytes_tx] | add) bytes, clients verified \($total) each way")'
 
-	# who maps a pair segment: the hub and the processes of the server's
+	# who maps a pair segment: the hub (rshared and its hub process, which
+	# share their memory) and the processes of the server's
 	# and the clients' pools; not the bystander's pool
 	hub=$(jq -r .pid "$RS_TMP/statA.json")
 	bypool=$(jq -r --argjson port $((port + 1)) "$RS_JQ_DEFS"' .sockets[] | select(.state == "listening" and
 		(.local | port_of) == $port) | .pool' "$RS_TMP/statA.json")
 	bystander=$(jq -r --argjson p "$bypool" '.processes[] | select(.pool == $p) | .pid' "$RS_TMP/statA.json")
-	allowed=$( { echo "$hub"; jq -r --argjson p "$bypool" '.processes[] | select(.pool != $p) | .pid' \
+	allowed=$( { echo "$hub"; jq -r .hub_pid "$RS_TMP/statA.json"; jq -r --argjson p "$bypool" '.processes[] | select(.pool != $p) | .pid' \
 		"$RS_TMP/statA.json"; } | sort -n)
 	mapped=$(pids_mapping)
 	echo "mapping a pair segment: $(echo $mapped); bystander pool $bypool: $(echo $bystander)"

@@ -3,14 +3,17 @@
  * SIGILL, SIGFPE, SIGABRT) it writes the signal and a backtrace (libunwind,
  * local unwinding on an alternate stack) to standard error, then dies of
  * the same signal, so that a core dump or the service manager still sees
- * what happened.  Its processes notice its end through their watch
- * (core/proc/handover.c) and their sockets fail with ECONNRESET or EPIPE.
+ * what happened; the warden then starts a new hub on its records
+ * (warden.c).  Without a warden, its processes notice its end through
+ * their watch (core/proc/handover.c) and their sockets fail with
+ * ECONNRESET or EPIPE.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "crash.h"
@@ -50,7 +53,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 		}
 	}
 	signal(sig, SIG_DFL);
-	raise(sig);
+	/* this thread, as the kernel names it (raise() goes by the C
+	 * library's cached id: the warden's, in a hub process of warden.c) */
+	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
 void crash_install(void)

@@ -24,6 +24,7 @@
  *   arena_alloc.c  the ring allocator of an arena
  *   ev.c       epoll helpers, deferred frees, clocks, facts
  *   crash.c    a backtrace in the log on a fatal signal
+ *   warden.c   rshared's main process: a hub that dies is succeeded
  *   restart.c  `rshare hub restart`: a new hub in the same process
  *   image.c    ... the records it hands over, as bytes
  * Lower files never call higher ones but for two pairs: a connect with no
@@ -55,6 +56,7 @@
 #define HUB_LINK_OUTAGE_S 900 /* its connections with bytes unacknowledged wait this long (link_outage), as
 			       * kernel TCP retransmits for about 15 minutes (tcp_retries2) */
 #define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
+#define HUB_HANDOVER_DRAIN_MS 500 /* a soft link let go by a restart or a successor is read until its peer's end this long */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
 
@@ -261,7 +263,8 @@ struct hsock {
 		suspended : 1,      /* its link was lost: it waits for a new one (resume.c) */
 		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
 		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
-		redial : 1;         /* connecting: its CONNECT went with a lost link, sent again soon */
+		redial : 1,         /* connecting: its CONNECT went with a lost link, sent again soon */
+		torn : 1;           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
@@ -399,6 +402,16 @@ struct hub {
 	uint32_t restarts, restarts_refused;
 	const char *restart_refused; /* why the last one was refused, NULL: it was not */
 	int kept_lfd;               /* the soft listener the hub before kept, -1: none */
+	int handover_fd;            /* the image a restart left for the warden to execute on, -1: none */
+	/* warden.c: rshared's pid and the hub process's (the same without a
+	 * warden), the hubs that took over from one that died, the requests
+	 * those answered EINTR, and the process whose request is being
+	 * answered (NULL between requests) */
+	pid_t warden_pid, hub_pid;
+	uint32_t successions, succession_eintr;
+	struct proc *req_pr;
+	int no_warden;              /* --no-warden */
+	int handing_over;           /* links are let go by a restart or a successor: soft ones are read to their end */
 };
 
 /* ev.c: the_hub is the one hub of this process (transport callbacks find it there) */
@@ -680,6 +693,15 @@ int hub_adopt_watch(struct hub *h);       /* ... watched again, once the hub is 
 uint64_t hub_layout(void);                /* the fingerprint of the records' layout */
 int hub_image_write(struct hub *h, struct _IO_FILE *f);
 int hub_image_read(struct hub *h, struct _IO_FILE *f);
+int hub_handover_exec(struct hub *h);     /* execute the next hub on handover_fd: returns -errno when it failed */
 void hub_pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events); /* pool.c */
+
+/* loop.c, warden.c: the loop (until stop), every socket's bell rung, the
+ * signals of the process that runs the loop, and rshared's main process
+ * (ON: with a warden): the exit status */
+void hub_loop(struct hub *h);
+void hub_ring_all(struct hub *h);
+void hub_signals(struct hub *h);
+int hub_warden(struct hub *h, int on);
 
 #endif

@@ -323,6 +323,8 @@ static void hub_forget_pointers(struct hub *h)
 	h->stop = 0;
 	h->restart = 0;
 	h->restart_refused = NULL;
+	h->handover_fd = -1;
+	h->req_pr = NULL;
 }
 
 int hub_image_read(struct hub *h, FILE *f)

@@ -44,13 +44,15 @@ struct link *hub_link_alloc(struct hub *h, struct xport *xp)
 static struct link *link_start(struct hub *h, struct xport *xp, const union sockaddr_any *peer)
 {
 	struct link *l = hub_link_alloc(h, xp);
+	int r;
 	if (!l)
 		return NULL;
 	l->x.outgoing = 1;
 	l->state = LINK_CONNECTING;
 	l->x.peer_addr = *peer;
 	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
-	if (xp->ops->link_connect(xp, &l->x, peer) < 0) {
+	if ((r = xp->ops->link_connect(xp, &l->x, peer)) < 0) {
+		log_info("link %u: cannot start it: %s", l->x.id, strerror(-r));
 		hub_link_fail(&l->x, "cannot start the link");
 		return NULL;
 	}
@@ -189,7 +191,7 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	}
 	if (l->lost && l->state == LINK_UP && l->x.xp->ops->link_drain) {
 		l->state = LINK_DOWN; /* what comes in now is placed, nothing else */
-		l->x.xp->ops->link_drain(&l->x);
+		l->x.xp->ops->link_drain(&l->x, h->handing_over ? HUB_HANDOVER_DRAIN_MS : 0);
 	}
 	l->x.xp->ops->link_close(&l->x);
 	l->state = LINK_DOWN;

@@ -90,6 +90,18 @@ int hub_doorbells(struct hub *h, struct pool *p)
 	return rang;
 }
 
+/* Every socket's bell rung for every op, as if its process had just rung
+ * it: what a hub that died had taken from the bells and not done is done
+ * by the next (warden.c).  A bell with nothing behind it costs a look. */
+void hub_ring_all(struct hub *h)
+{
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->as && s->pool)
+			arena_ring(s->pool->base, s->slot, SLOTOP_TX | SLOTOP_CREDIT | SLOTOP_POLL);
+	}
+}
+
 static void set_sleeping(struct hub *h, uint32_t v)
 {
 	for (struct pool *p = h->pools; p; p = p->next)
@@ -188,7 +200,7 @@ static int hub_wait(struct hub *h, struct epoll_event *evs, int ms)
 	return r > 0 ? epoll_wait(h->epfd, evs, 64, 0) : r;
 }
 
-static void hub_loop(struct hub *h)
+void hub_loop(struct hub *h)
 {
 	uint64_t last_work = hub_now_ns();
 	while (!h->stop) {
@@ -254,7 +266,7 @@ static int hub_listen_unix(struct hub *h)
 
 static void usage(void)
 {
-	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--syslog] [--daemon]\n");
+	fprintf(stderr, "Usage: rshared [--port PORT] [--addr ADDRESS] [--transport auto|verbs|soft] [--syslog] [--daemon] [--no-warden]\n");
 }
 
 /* HUB_AUTO, HUB_VERBS, HUB_SOFT, or -EINVAL */
@@ -305,6 +317,8 @@ static int hub_options(struct hub *h, int argc, char **argv, long *port, int *da
 			log_to_syslog();
 		else if (!strcmp(argv[i], "--daemon"))
 			*daemon_mode = 1;
+		else if (!strcmp(argv[i], "--no-warden"))
+			h->no_warden = 1;
 		else {
 			usage();
 			return 2;
@@ -321,8 +335,6 @@ static int hub_options(struct hub *h, int argc, char **argv, long *port, int *da
 static int hub_setup(struct hub *h)
 {
 	struct rlimit rl;
-	struct sigaction sa = {.sa_handler = on_signal};
-	struct sigaction su = {.sa_handler = hub_restart_signal};
 	if (!h->socks) /* (an adopted hub has them) */
 		h->socks = calloc(TAG_MAX_SOCKS, sizeof(*h->socks));
 	if (!h->gens)
@@ -343,11 +355,20 @@ static int hub_setup(struct hub *h)
 	/* kept for a process that comes when every descriptor is taken */
 	h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* The signals of the process that runs the hub's loop. */
+void hub_signals(struct hub *h)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	struct sigaction su = {.sa_handler = hub_restart_signal};
+	(void)h;
+	signal(SIGPIPE, SIG_IGN);
 	crash_install();
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR2, &su, NULL);
-	return 0;
 }
 
 /* The unix socket processes attach through, then the transports:
@@ -454,7 +475,7 @@ int hub_main(int argc, char **argv)
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
 	h->tx_max = hub_mem_max(1);
 	h->rx_max = hub_mem_max(0);
-	hub_loop(h);
+	r = hub_warden(h, !h->no_warden);
 	log_info("hub stopping");
-	return 0;
+	return r;
 }

@@ -94,6 +94,8 @@ int proc_drop(struct proc *pr, uint32_t sid)
 
 void proc_free(struct hub *h, struct proc *pr)
 {
+	if (h->req_pr == pr)
+		h->req_pr = NULL;
 	struct proc **pp;
 	for (pp = &h->procs; *pp; pp = &(*pp)->next)
 		if (*pp == pr) {

@@ -457,6 +457,7 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 {
 	struct req r = {.reply = 1, .rfd = rfd, .closefd = -1};
 	int known = q->op < sizeof(req_ops) / sizeof(req_ops[0]), e;
+	h->req_pr = pr; /* a hub that dies before the reply: warden.c answers */
 	if (!pr->pool && !(known && req_ops[q->op].no_pool))
 		r.rep.status = -EPROTO;
 	else if (!known || !req_ops[q->op].fn)
@@ -477,6 +478,7 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 		close(r.rfd);
 	if (r.reply && (e = proc_send_reply(pr->fd, &r.rep, r.fds, r.nfds)) < 0)
 		log_debug("process %d: reply lost: %s", (int)pr->pid, strerror(-e));
+	h->req_pr = NULL;
 	if (r.closefd >= 0)
 		close(r.closefd);
 }

@@ -17,14 +17,16 @@
  *      connections wait (resume.c) as for any lost link, and each peer hub
  *      connects again, finding the same port listening (the listener is
  *      kept); a connect under way is reset, as on a lost link;
- *   3. its records go into a memfd (image.c), the descriptors the new hub
- *      needs lose close-on-exec, and it executes itself as `rshared
- *      --adopt FD` with its own options.  The new hub reads the records
+ *   3. its records go into a memfd (image.c) and the loop ends; the
+ *      warden (warden.c; the hub's own process without one) clears
+ *      close-on-exec on the descriptors the new hub needs and executes
+ *      rshared as `rshared --adopt FD` with its own options
+ *      (hub_handover_exec).  The new hub reads the records
  *      back (hub_adopt), maps the arenas and pair segments again, watches
  *      the same descriptors (hub_adopt_watch), takes up its settings from
  *      rshare.conf again, and connects to the peers of the waiting
  *      connections, which go on (RESUME) as after an outage.
- * An execve that fails leaves this hub running on its records, its
+ * An execve that fails leaves a hub running on the records, its
  * connections waiting for their links as after an outage.  Same-node
  * connections have no link: they simply go on.
  */
@@ -161,11 +163,13 @@ static void keep_fds(struct hub *h)
  * ended: what is left is only records. */
 static void quiesce(struct hub *h)
 {
+	h->handing_over = 1;
 	while (h->links) {
 		struct link *l = h->links;
 		l->lost = 1;
 		hub_link_fail(&l->x, "the hub restarts");
 	}
+	h->handing_over = 0;
 	for (struct proc *pr = h->procs, *next; pr; pr = next) {
 		next = pr->next;
 		if (pr->stat_only || pr->out)
@@ -179,7 +183,6 @@ static void quiesce(struct hub *h)
 void hub_restart(struct hub *h)
 {
 	const char *why = cannot(h);
-	char fdbuf[16], **av;
 	FILE *f = NULL;
 	int fd = -1, r;
 	h->restart = 0;
@@ -199,16 +202,32 @@ void hub_restart(struct hub *h)
 	r = f ? hub_image_write(h, f) : -errno;
 	if (f)
 		fclose(f);
-	av = calloc((size_t)self_argc + 3, sizeof(*av));
-	if (r == 0 && av) {
-		snprintf(fdbuf, sizeof(fdbuf), "%d", fd);
+	if (r < 0) {
+		/* the hub goes on, its connections waiting for links */
+		log_error("restart failed: %s; this hub goes on", strerror(-r));
+		h->restarts--;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/* the loop ends; whoever runs it executes the next hub (warden.c) */
+	h->handover_fd = fd;
+	h->stop = 1;
+}
+
+int hub_handover_exec(struct hub *h)
+{
+	char fdbuf[16], **av = calloc((size_t)self_argc + 3, sizeof(*av));
+	int r = -ENOMEM;
+	if (av) {
+		snprintf(fdbuf, sizeof(fdbuf), "%d", h->handover_fd);
 		av[0] = self_path;
 		av[1] = "--adopt";
 		av[2] = fdbuf;
 		for (int i = 1; i < self_argc; i++)
 			av[i + 2] = self_argv[i];
 		keep_fds(h);
-		lseek(fd, 0, SEEK_SET);
+		lseek(h->handover_fd, 0, SEEK_SET);
 		execv(self_path, av);
 		r = -errno;
 	}
@@ -216,8 +235,9 @@ void hub_restart(struct hub *h)
 	log_error("restart failed: %s; this hub goes on", strerror(-r));
 	h->restarts--;
 	free(av);
-	if (fd >= 0)
-		close(fd);
+	close(h->handover_fd);
+	h->handover_fd = -1;
+	return r;
 }
 
 /* The records of the hub before, from the image in fd: 0, or -errno. */

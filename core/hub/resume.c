@@ -222,14 +222,21 @@ void hub_resume_link_up(struct hub *h, struct link *l)
 /* The peer's positions, applied: 0, or -1 when the stream cannot go on. */
 static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c)
 {
-	uint64_t placed = c->val, done, head, at, pos;
+	uint64_t placed = c->val, done, head, at, pos, sent = s->tx_posted;
 	wire_resume_get(c, &done, &head, &at);
 	if (hsock_offer_settle(h, s, c->ring, at) < 0)
 		return -1;
 	pos = placed;
 	if (s->susp_placed && s->tx_done > pos)
 		pos = s->tx_done; /* our writes that completed are in its ring */
-	if (placed > s->tx_posted || head > placed || pos < s->tx_done)
+	if (s->torn && s->as) {
+		/* a hub that died may have sent bytes it did not count: the
+		 * peer may have them, up to what the process wrote */
+		uint64_t t = ring_load(&s->as->tx.tail);
+		if (t > sent && t - s->tx_done <= s->tx_size)
+			sent = t;
+	}
+	if (placed > sent || head > placed || pos < s->tx_done)
 		return -1;
 	s->tx_posted = pos;
 	if (pos > s->tx_done) {
@@ -256,9 +263,14 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 	return 0;
 }
 
-static void resumed(struct hub *h, struct hsock *s)
+/* Woken only when the RESUME moved what a waiter looks at (or its FIN
+ * goes again): a waiter woken for nothing spins before it sleeps again,
+ * and a signal that lands in that spin is not seen as kernel TCP's
+ * blocked call would see it (rshare(7), BUGS). */
+static void resumed(struct hub *h, struct hsock *s, int moved)
 {
 	s->resuming = 0;
+	s->torn = 0;
 	s->susp_ms = s->unacked_ms = 0;
 	h->conns_resumed++;
 	if (s->state == HS_LINGER) {
@@ -271,13 +283,15 @@ static void resumed(struct hub *h, struct hsock *s)
 	}
 	hsock_tx(h, s);
 	hsock_credit(h, s);
-	hsock_wake(s);
+	if (moved)
+		hsock_wake(s);
 	hsock_finish_close(h, s);
 }
 
 void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 {
 	struct hsock *s = hsock_by_imm(h, c->dst);
+	uint64_t rx0, tx0;
 	if (!s || s->peer != c->src || s->lp) {
 		h->stale_dropped++;
 		link_send_simple(l, CTL_RESET, c->src, 0, 0);
@@ -303,6 +317,8 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 		h->stale_dropped++; /* a second RESUME: nothing to do */
 		return;
 	}
+	rx0 = s->rx_tail;
+	tx0 = s->tx_done;
 	if (resume_apply(h, s, c) < 0) {
 		log_warn("socket %u: the peer placed %llu bytes, %llu were sent: cannot go on", s->sid,
 			 (unsigned long long)c->val, (unsigned long long)s->tx_done);
@@ -312,7 +328,7 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	}
 	log_debug("socket %u: goes on over link %u at %llu sent, %llu received", s->sid, l->x.id,
 		  (unsigned long long)s->tx_posted, (unsigned long long)s->rx_tail);
-	resumed(h, s);
+	resumed(h, s, s->rx_tail != rx0 || s->tx_done != tx0);
 }
 
 /* A connect whose CONNECT (or its answer) went with a lost link is made

@@ -113,11 +113,17 @@ static uint64_t reg_idle(const struct hub *h)
 	return n;
 }
 
+/* rshared's pid: the warden's (warden.c), else the hub's own */
+static pid_t rshared_pid(const struct hub *h)
+{
+	return h->warden_pid ? h->warden_pid : getpid();
+}
+
 /* the hub and its counters */
 static void json_head(struct sb *s, struct hub *h)
 {
-	sb_printf(s, "{\"node\":\"%016llx\",\"pid\":%d,\"port\":%u,", (unsigned long long)h->node_id,
-		  (int)getpid(), h->port);
+	sb_printf(s, "{\"node\":\"%016llx\",\"pid\":%d,\"hub_pid\":%d,\"port\":%u,", (unsigned long long)h->node_id,
+		  (int)rshared_pid(h), (int)getpid(), h->port);
 	sb_printf(s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
@@ -125,7 +131,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
 		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u,"
-		  "\"restarts\":%u,\"restarts_refused\":%u,\"restart_refused\":\"%s\"},",
+		  "\"restarts\":%u,\"restarts_refused\":%u,\"restart_refused\":\"%s\","
+		  "\"successions\":%u,\"succession_eintr\":%u},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -137,7 +144,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h), h->npasses,
 		  h->passes_taken, (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended, h->restarts, h->restarts_refused,
-		  h->restart_refused ? h->restart_refused : "");
+		  h->restart_refused ? h->restart_refused : "", h->successions, h->succession_eintr);
 }
 
 /* "links": one object each */
@@ -267,8 +274,8 @@ static void json_socks(struct sb *s, struct hub *h)
 /* the hub, its counters and the hand-off times */
 static void text_head(struct sb *s, struct hub *h)
 {
-	sb_printf(s, "hub: node %016llx pid %d port %u\n", (unsigned long long)h->node_id, (int)getpid(),
-		  h->port);
+	sb_printf(s, "hub: node %016llx pid %d (hub process %d) port %u\n", (unsigned long long)h->node_id,
+		  (int)rshared_pid(h), (int)getpid(), h->port);
 	sb_printf(s, "counters: fallback_connects %llu stale_dropped %llu links_dropped %llu "
 		  "malformed %llu local_connects %llu pair_segments %u\n",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
@@ -277,8 +284,9 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "outages: links lost %llu, connections resumed %llu, expired %llu, waiting %u\n",
 		  (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended);
-	sb_printf(s, "restarts: %u, refused %u%s%s\n", h->restarts, h->restarts_refused,
-		  h->restart_refused ? ": " : "", h->restart_refused ? h->restart_refused : "");
+	sb_printf(s, "restarts: %u, refused %u%s%s; hubs that took over from one that died: %u\n", h->restarts,
+		  h->restarts_refused, h->restart_refused ? ": " : "", h->restart_refused ? h->restart_refused : "",
+		  h->successions);
 	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu shrunk %llu, %llu bytes registered "
 		  "(%llu of them kept for free rings)\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,

@@ -90,7 +90,7 @@ void soft_send_hello(struct soft_link *sl);
 /* soft_rx.c: the incoming stream */
 void soft_on_readable(struct soft_link *sl);
 void soft_parse(struct soft_link *sl);   /* every whole frame received so far */
-void soft_link_drain(struct xlink *l);   /* a lost link: all its peer sent, placed */
+void soft_link_drain(struct xlink *l, int wait_ms); /* a lost link: all its peer sent, placed */
 /* soft_conn.c: listening, accepting, connecting */
 int soft_init(struct xport *xp, struct hub *h, uint16_t port);
 int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);

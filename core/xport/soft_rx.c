@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -165,12 +166,28 @@ void soft_on_readable(struct soft_link *sl)
 
 /* A lost link, before it is closed: every byte the kernel took from the
  * peer (and acknowledged: the peer counts those writes complete) is read
- * and placed, or the peer could not go on (resume.c). */
-void soft_link_drain(struct xlink *l)
+ * and placed, or the peer could not go on (resume.c).  With WAIT_MS (this
+ * hub lets go of a link that works: a restart, a successor), the link is
+ * half-closed and read until the peer's end, for at most WAIT_MS: what
+ * the peer sends until it sees the end is placed too, and the close that
+ * follows finds nothing unread (which would reset the connection and lose
+ * bytes the peer counts complete). */
+void soft_link_drain(struct xlink *l, int wait_ms)
 {
 	struct soft_link *sl = SL(l);
-	for (int i = 0; sl && !sl->closed && !sl->stalled && i < 1024; i++) {
-		if (read_some(sl) <= 0)
+	int left = wait_ms;
+	if (sl && !sl->closed && wait_ms > 0)
+		shutdown(sl->fd, SHUT_WR);
+	for (int i = 0; sl && !sl->closed && !sl->stalled && i < 4096; i++) {
+		ssize_t n = read_some(sl);
+		if (n < 0 && errno == EAGAIN && left > 0) {
+			/* poll's wait, counted in whole steps: no clock needed */
+			struct pollfd p = {.fd = sl->fd, .events = POLLIN};
+			if (poll(&p, 1, 10) == 0)
+				left -= 10;
+			continue;
+		}
+		if (n <= 0)
 			return;
 		soft_parse(sl);
 	}

@@ -85,7 +85,7 @@ struct xport_ops {
 	int (*link_connect)(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
 	void (*link_close)(struct xlink *l);
 	/* optional, before closing a lost link: place what the peer sent */
-	void (*link_drain)(struct xlink *l);
+	void (*link_drain)(struct xlink *l, int wait_ms);
 	/* remote: the peer may write there (receive rings only); 0 or -errno */
 	int (*reg_mr)(struct xport *xp, void *addr, size_t len, int remote, struct xmr *mr);
 	void (*dereg_mr)(struct xport *xp, struct xmr *mr);

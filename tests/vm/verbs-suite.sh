@@ -337,7 +337,8 @@ awk -v r="$rr_reg" 'BEGIN { n = split(r, a, " "); exit !(n == 2 && a[1] > 0 && a
 		"$T/rr-a.json" 2>/dev/null | head -n 12 | sed 's/^/#   hub A: /'
 
 echo "# [${SECONDS} s] section 3"
-# 3. SIGKILL of the peer hub (the clients' hub) in the middle of transfers:
+# 3. SIGKILL of the peer hub (the clients' hub: rshared and its hub
+# process) in the middle of transfers:
 # the server's hub drops that link and resets every connection on it, its
 # workers see the resets and let go; a new peer hub gets a new link.
 on hubB "$B/tests/echo-client" -r -t 60 -c 8 -s 21 -m 32768 "$A_ADDR" 7100 >"$T/h.out" 2>"$T/h.err" &

@@ -1,0 +1,159 @@
+#!/usr/bin/env bats
+# SIGKILL of a node's hub process (`hub_pid` in `rshare stat`) leaves the
+# node's connections as a daemon's death leaves kernel TCP's: they go on.
+# rshared's main process (the warden, its pid `pid`) shares the dead hub's
+# memory and descriptors; it drops the hub's links as lost and starts a
+# new hub process on the same records (core/hub/warden.c).  Streams on one
+# node and across nodes, every byte verified, through two kills of both
+# hubs; idle connections and a blocked recv; the differential tester's
+# generated programs with a hub killed during each, their transcripts
+# those of kernel TCP.  Killing rshared itself (the warden) still ends the
+# node's connections: tests/hub-killed-blocked-calls-return.bats.  (Soft
+# links: a hub on verbs runs without a warden, rshared(8).)
+
+load lib
+load handover
+
+setup() {
+	rs_require echo-server echo-client diff-stream
+	rs_setup
+	rs_two_nodes nohubs
+	rs_hub_start "$NS_A"
+	rs_hub_start "$NS_B"
+	[[ $(rs_stat "$NS_A" | jq '.pid != .hub_pid') == true ]] || skip "rshared runs without a warden in this build"
+}
+
+teardown() {
+	rs_teardown
+}
+
+# kill_hub NS: SIGKILL of NS's hub process, and wait for the next one to answer
+kill_hub() {
+	local old
+	old=$(rs_stat "$1" | jq .hub_pid)
+	kill -KILL "$old" || rs_fail "no hub process $old in $1"
+	rs_retry 10 new_hub "$1" "$old" || rs_fail "no new hub in $1 after $old was killed"
+}
+
+# new_hub NS OLD: NS's hub process answers, and it is not OLD
+new_hub() {
+	local p
+	p=$(rs_stat "$1" 2>/dev/null | jq .hub_pid) && [[ $p =~ ^[0-9]+$ && $p != "$2" ]]
+}
+
+kill_both() {
+	kill_hub "$NS_A"
+	kill_hub "$NS_B"
+}
+
+@test "streams on one node and across nodes go on through two SIGKILLs of both hubs, every byte verified, as on kernel TCP" {
+	local pa pb
+	pa=$(rs_stat "$NS_A" | jq .pid)
+	pb=$(rs_stat "$NS_B" | jq .pid)
+	streams_through "hubs killed" 7771 kill_both
+	rs_jq_check "both hubs were succeeded twice under the same rshared, and the streams resumed" \
+		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" --argjson pa "$pa" --argjson pb "$pb" '
+		$a[0] as $A | $b[0] as $B |
+		fail($A.pid == $pa and $B.pid == $pb; "pids \($A.pid) \($B.pid), were \($pa) \($pb)"),
+		fail($A.counters.successions == 2 and $B.counters.successions == 2;
+		     "successions A \($A.counters.successions) B \($B.counters.successions)"),
+		fail($A.counters.conns_resumed >= 4 and $B.counters.conns_resumed >= 4;
+		     "conns_resumed A \($A.counters.conns_resumed) B \($B.counters.conns_resumed)"),
+		fail($A.counters.local_connects >= 4; "local_connects A \($A.counters.local_connects)"),
+		fail($A.counters.fallback_connects == 0 and $B.counters.fallback_connects == 0;
+		     "fallback_connects A \($A.counters.fallback_connects) B \($B.counters.fallback_connects)")'
+	grep -q "died of signal 9 (Killed): a new one takes over its records" "$RS_TMP/hub-$NS_A.err" ||
+		rs_fail "A's hub did not log the succession"
+}
+
+@test "idle connections and a blocked recv go on through a SIGKILL of both hubs, as on kernel TCP" {
+	local k r
+	k=$(held kernel-held 7773)
+	r=$(held rshare-held 7774 --rshare kill_both)
+	echo "kernel TCP: $k"
+	echo "rshare: $r"
+	[[ $k == "$HELD_KERNEL" ]] || rs_fail "kernel TCP: $k"
+	[[ $r == "$k" ]] || rs_fail "rshare: $r ($(cat "$RS_TMP/rshare-held.err"))"
+	rs_stat "$NS_B" | jq -e '.counters.successions == 1 and .counters.conns_resumed >= 4' >/dev/null ||
+		rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
+}
+
+# one_seed NAME SEED CLIENT_NS PORT [--rshare [KILL_NS]]: diff-stream's
+# SEED, the server on A; with KILL_NS, that node's hub is killed once it
+# holds an established connection; the sorted transcript in
+# $RS_TMP/NAME.txt (DIFF_T: diff-stream's flags)
+one_seed() {
+	local name=$1 seed=$2 cns=$3 port=$4 pre=${5:-} kns=${6:-} cp hp
+	[[ -z $kns ]] || hp=$(rs_stat "$kns" | jq .hub_pid)
+	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/diff-stream" ${DIFF_T:-} -s "$seed" "$port"
+	rs_wait_ready "$name-srv"
+	rs_bg "$name-cli" "$cns" $pre "$RS_BIN/diff-stream" ${DIFF_T:-} -c "$seed" $ADDR_A "$port"
+	cp=$RS_LASTPID
+	if [[ -n $kns ]]; then
+		# at its first established connection (or, for a program that
+		# ends first, after it)
+		while kill -0 "$cp" 2>/dev/null &&
+			[[ $(rs_stat "$kns" | jq '[.sockets[] | select(.state == "established")] | length') -eq 0 ]]; do
+			sleep 0.02
+		done
+		kill -0 "$cp" 2>/dev/null && under=$((under + 1))
+		kill -KILL "$hp"
+		# the warden gives up on a hub killed three times in a row
+		# within a second of taking over (a crash loop): not that
+		sleep 1.1
+	fi
+	rs_wait_pid "$cp" 120 || true
+	rs_wait_pid "$(cat "$RS_TMP/$name-srv.pid")" 30 || true
+	grep -hv '^ready$' "$RS_TMP/$name-srv.out" "$RS_TMP/$name-cli.out" | sort >"$RS_TMP/$name.txt"
+}
+
+# killed_seeds CLIENT_NS PORT NS...: seeds 1 to 6 on kernel TCP and on
+# rshare, the hub of the next NS (in turn) killed in each rshare run; the
+# divergent seeds in $failed, the kills while the program ran in $under
+killed_seeds() {
+	local cns=$1 port=$2 seed i=0 kns
+	shift 2
+	local nss=("$@")
+	failed=() under=0
+	for seed in ${KILL_SEEDS:-1 2 3 4 5 6}; do
+		port=$((port + 2))
+		kns=${nss[i++ % ${#nss[@]}]}
+		one_seed "k$seed" "$seed" "$cns" "$port"
+		one_seed "r$seed" "$seed" "$cns" $((port + 1)) --rshare "$kns"
+		if ! diff -u "$RS_TMP/k$seed.txt" "$RS_TMP/r$seed.txt" >"$RS_TMP/diff-$seed"; then
+			echo "seed $seed (the hub of $kns killed): kernel TCP (-) against rshare (+)" >&2
+			"$RS_BIN/diff-stream" ${DIFF_T:-} -p "$seed" >&2
+			head -n 30 "$RS_TMP/diff-$seed" >&2
+			failed+=("$seed")
+		fi
+		[[ -s $RS_TMP/k$seed.txt ]] || failed+=("$seed-empty")
+	done
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	echo "# seeds ${KILL_SEEDS:-1 to 6}, a hub killed in each ($under while the program ran); A: $(jq -c '.counters | {successions, conns_resumed, local_connects}' "$RS_TMP/statA.json"), B: $(jq -c '.counters | {successions, conns_resumed}' "$RS_TMP/statB.json"); divergent: ${failed[*]:-none}" >&3
+}
+
+@test "differential: generated programs do on rshare across nodes, their hubs killed in the middle, what they do on kernel TCP" {
+	local failed under
+	killed_seeds "$NS_B" 7800 "$NS_A" "$NS_B"
+	rs_jq_check "every kill was succeeded, connections resumed, none fell back to kernel TCP" \
+		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" '
+		$a[0] as $A | $b[0] as $B |
+		fail($A.counters.successions == 3 and $B.counters.successions == 3;
+		     "successions A \($A.counters.successions) B \($B.counters.successions)"),
+		fail($A.counters.conns_resumed + $B.counters.conns_resumed >= 3;
+		     "conns_resumed A \($A.counters.conns_resumed) B \($B.counters.conns_resumed)"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+}
+
+@test "differential: generated programs do on rshare within one node, its hub killed in the middle, what they do on kernel TCP" {
+	local failed under
+	killed_seeds "$NS_A" 7900 "$NS_A"
+	rs_jq_check "every kill was succeeded, the runs took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A |
+		fail($A.counters.successions == 6; "successions A \($A.counters.successions)"),
+		fail($A.counters.local_connects >= 6; "local_connects A \($A.counters.local_connects)"),
+		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)")'
+	((${#failed[@]} == 0)) || rs_fail "divergent seeds: ${failed[*]}"
+}
