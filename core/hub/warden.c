@@ -19,10 +19,10 @@
  *    (resume.c) whatever the hub was doing with it (a ring position it
  *    counted but did not show is shown; bytes it sent but did not count
  *    are taken as sent when the peer has them); a request the hub had
- *    read but not answered is answered EINTR; every waiter is woken to
- *    look again and every socket's bell rung (what the hub had taken from
- *    the bells and not done yet is done); then a new hub process goes on
- *    with the same records.
+ *    read but not answered is answered EINTR; every socket's bell is rung
+ *    (what the hub had taken from the bells and not done yet is done) and
+ *    the waiters with something to take are woken; then a new hub process
+ *    goes on with the same records.
  *    The processes see a pause: their connections to the hub never ended.
  * A hub that dies within WARDEN_CRASHLOOP_MS of being started that way,
  * WARDEN_CRASHLOOP_N times in a row, is not started again (its records
