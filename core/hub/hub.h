@@ -693,6 +693,9 @@ int hub_adopt_watch(struct hub *h);       /* ... watched again, once the hub is 
 uint64_t hub_layout(void);                /* the fingerprint of the records' layout */
 int hub_image_write(struct hub *h, struct _IO_FILE *f);
 int hub_image_read(struct hub *h, struct _IO_FILE *f);
+/* every link dropped as lost, soft ones read to their peer's end: their
+ * connections wait for new links (a restart, a successor) */
+void hub_links_let_go(struct hub *h, const char *why);
 int hub_handover_exec(struct hub *h);     /* execute the next hub on handover_fd: returns -errno when it failed */
 void hub_pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events); /* pool.c */
 

@@ -159,17 +159,22 @@ static void keep_fds(struct hub *h)
 	}
 }
 
-/* Links dropped (their connections wait), stat readers let go, batches
- * ended: what is left is only records. */
-static void quiesce(struct hub *h)
+void hub_links_let_go(struct hub *h, const char *why)
 {
 	h->handing_over = 1;
 	while (h->links) {
 		struct link *l = h->links;
 		l->lost = 1;
-		hub_link_fail(&l->x, "the hub restarts");
+		hub_link_fail(&l->x, why);
 	}
 	h->handing_over = 0;
+}
+
+/* Links dropped (their connections wait), stat readers let go, batches
+ * ended: what is left is only records. */
+static void quiesce(struct hub *h)
+{
+	hub_links_let_go(h, "the hub restarts");
 	for (struct proc *pr = h->procs, *next; pr; pr = next) {
 		next = pr->next;
 		if (pr->stat_only || pr->out)

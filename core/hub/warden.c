@@ -186,13 +186,7 @@ static void warden_succeed(struct hub *h, pid_t dead, int st)
 	untear(h);
 	wake_all(h);
 	hub_ring_all(h);
-	h->handing_over = 1;
-	while (h->links) {
-		struct link *l = h->links;
-		l->lost = 1;
-		hub_link_fail(&l->x, "the hub died");
-	}
-	h->handing_over = 0;
+	hub_links_let_go(h, "the hub died");
 	for (struct proc *pr = h->procs, *next; pr; pr = next) {
 		next = pr->next;
 		if (pr->stat_only)
