@@ -3,11 +3,9 @@
  * the differential test against kernel TCP (tests/diff-stream-matches-
  * kernel-tcp.bats).  The same seed run on kernel TCP and on rshare must
  * print the same transcript.
- *
  *   diff-stream [-T] [-X] -s SEED PORT        the server (prints "ready")
  *   diff-stream [-T] [-X] -c SEED ADDR PORT   the client
  *   diff-stream [-X] -p SEED                  print the generated program
- *
  * From the seed both sides derive the same program: a few connections,
  * each a list of steps.  The client opens the connections one after the
  * other (blocking or nonblocking connect), then forks a child for each;
@@ -351,16 +349,18 @@ static void step_timeo(int fd, int step, const struct step *st)
 	}
 }
 
+#define SHOW_RESET ((short)-2)
 /* -X: what poll reports for ev once something happened (10 s at most),
- * of the bits in show */
+ * of the bits in show; SHOW_RESET: all, or only POLLERR (kernel TCP shows
+ * a reset's error before the HUP, IN and RDHUP of its shutdown) */
 static void say_poll(int fd, int step, short ev, int ms, short show)
 {
 	struct pollfd p = {.fd = fd, .events = ev};
 	char out[64] = "poll";
-	/* once more at once: the kernel sets a reset's error before the
-	 * shutdown that comes with it, and a waiter may wake in between */
+	/* once more at once: a waiter may wake between a reset's error and its shutdown */
 	if (poll(&p, 1, ms) != 1 || poll(&p, 1, 0) != 1)
 		strcat(out, " none");
+	show = show == SHOW_RESET && (p.revents & POLLERR) ? POLLERR : show;
 	poll_names(p.revents & show, out);
 	say(step, out, -1);
 }
@@ -426,7 +426,7 @@ static void run_end(int fd, const struct conn *c)
 			ssize_t r;
 			do_write(fd, c->end_n, c->end_n, 0, XW_WRITE);
 			if (extended)
-				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
+				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, SHOW_RESET);
 			r = read(fd, &b, 1);
 			say(90, r < 0 ? ename(errno) : r == 0 ? "eof" : "data", -1);
 			if (extended) {
@@ -444,7 +444,7 @@ static void run_end(int fd, const struct conn *c)
 			if (extended) {
 				int err = 0;
 				socklen_t el = sizeof(err);
-				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, -1);
+				say_poll(fd, 85, POLLIN | POLLRDHUP, 10000, SHOW_RESET);
 				getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
 				say(86, err ? ename(err) : "so_error 0", -1);
 				say_poll(fd, 87, POLLIN | POLLOUT | POLLRDHUP, 0, -1); /* the error went */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The libFuzzer targets of tests/fuzz/ (make fuzz-build: clang, into
-# build/fuzz/) each run 10 s from their checked-in corpus and must not
+# build/fuzz/) each run 5 s from their checked-in corpus and must not
 # crash: no sanitizer report, no broken invariant, no timeout.  New inputs
 # go to a scratch corpus, so the checked-in one does not grow; a crash input
 # is kept in build/fuzz/ (crash-<target>-*).  Each test prints the number of
@@ -16,13 +16,13 @@ setup_file() {
 	make -s -j"$(nproc)" -C "$ROOT" fuzz-build >&2
 }
 
-fuzz_10s() {
+fuzz_run() {
 	local t=$1 log
 	command -v clang >/dev/null || skip "needs clang (tools/deps.sh installs it)"
 	[[ -x $FUZZ/$t ]] || skip "$FUZZ/$t not built"
 	log=$BATS_TEST_TMPDIR/$t.log
 	mkdir -p "$BATS_TEST_TMPDIR/corpus"
-	run timeout -k 10 120 "$FUZZ/$t" -max_total_time=10 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+	run timeout -k 10 120 "$FUZZ/$t" -max_total_time=5 -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
 		-artifact_prefix="$FUZZ/crash-$t-" "$BATS_TEST_TMPDIR/corpus" "$ROOT/tests/fuzz/corpus/$t"
 	echo "$output" >"$log"
 	echo "# $t: $(grep -h 'stat::number_of_executed_units' "$log" | tr -s ' ')" >&3
@@ -33,16 +33,16 @@ fuzz_10s() {
 	grep -q 'stat::number_of_executed_units' "$log"
 }
 
-@test "fuzz-frame runs 10 s without a crash" {
-	fuzz_10s fuzz-frame
+@test "fuzz-frame runs 5 s without a crash" {
+	fuzz_run fuzz-frame
 }
 
-@test "fuzz-hub-requests runs 10 s without a crash" {
-	fuzz_10s fuzz-hub-requests
+@test "fuzz-hub-requests runs 5 s without a crash" {
+	fuzz_run fuzz-hub-requests
 }
 
-@test "fuzz-arena runs 10 s without a crash" {
-	fuzz_10s fuzz-arena
+@test "fuzz-arena runs 5 s without a crash" {
+	fuzz_run fuzz-arena
 }
 
 @test "inputs that once crashed the hub replay cleanly" {

@@ -9,13 +9,14 @@
 # generated programs with a hub killed during each, their transcripts
 # those of kernel TCP.  Killing rshared itself (the warden) still ends the
 # node's connections: tests/hub-killed-blocked-calls-return.bats.  (Soft
-# links: a hub on verbs runs without a warden, rshared(8).)
+# links; a hub on verbs killed: tests/vm/verbs-suite.sh, section 4.)
 
 load lib
 load handover
 
 setup() {
 	rs_require echo-server echo-client diff-stream
+	export RSHARE_TRANSPORT=soft # the links these tests cut are soft ones, on any host
 	rs_setup
 	rs_two_nodes nohubs
 	rs_hub_start "$NS_A"

@@ -56,6 +56,8 @@
 #define HUB_LINK_OUTAGE_S 900 /* its connections with bytes unacknowledged wait this long (link_outage), as
 			       * kernel TCP retransmits for about 15 minutes (tcp_retries2) */
 #define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
+#define HUB_RELINK_REFUSED_GRACE_MS 5000 /* verbs: refusals this soon after the loss are a restart's */
+#define HUB_RELINK_QUICK_MS 100 /* ... and the peer is tried again this soon */
 #define HUB_HANDOVER_DRAIN_MS 500 /* a soft link let go by a restart or a successor is read until its peer's end this long */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
@@ -264,7 +266,8 @@ struct hsock {
 		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
 		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
 		redial : 1,         /* connecting: its CONNECT went with a lost link, sent again soon */
-		torn : 1;           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
+		torn : 1,           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
+		rekeyed : 1;        /* verbs: its rings' keys were taken again by a new hub (resume.c) */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
@@ -409,6 +412,11 @@ struct hub {
 	 * answered (NULL between requests) */
 	pid_t warden_pid, hub_pid;
 	uint32_t successions, succession_eintr;
+	/* the last succession's time (CLOCK_MONOTONIC ms: it spans an execve
+	 * on verbs) and how many came in a row each that soon after the one
+	 * before (the crash loop) */
+	uint64_t succession_ms;
+	uint32_t succession_quick;
 	struct proc *req_pr;
 	int no_warden;              /* --no-warden */
 	int handing_over;           /* links are let go by a restart or a successor: soft ones are read to their end */
@@ -522,6 +530,8 @@ static inline uint64_t link_opener(const struct hub *h, const struct link *l)
 
 /* resume.c: connections that outlive a lost link */
 int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
+int hsock_ring_changing(const struct hsock *s); /* verbs: a ring change under way (resize.c) */
+void hub_rekey(struct hub *h);              /* verbs: keys again for the rings of adopted sockets */
 void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */
 void hsock_redial_later(struct hub *h, struct hsock *s); /* its CONNECT went with a lost link */
 void hub_relink_note(struct hub *h, struct link *l);
@@ -696,6 +706,10 @@ int hub_image_read(struct hub *h, struct _IO_FILE *f);
 /* every link dropped as lost, soft ones read to their peer's end: their
  * connections wait for new links (a restart, a successor) */
 void hub_links_let_go(struct hub *h, const char *why);
+int hub_open_verbs(struct hub *h);        /* the RDMA device, in the hub's process: -1 fatal */
+int hub_warden_wanted(const struct hub *h); /* whether a warden runs (warden.c) */
+int hub_image_handover(struct hub *h, const char *why); /* links let go (why), records into handover_fd: 0 or -errno */
+const char *hub_layout_differs(void);     /* why the program on disk cannot read our records, or NULL */
 int hub_handover_exec(struct hub *h);     /* execute the next hub on handover_fd: returns -errno when it failed */
 void hub_pool_kick(struct hub *h, struct hub_ev *ev, uint32_t events); /* pool.c */
 

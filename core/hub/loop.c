@@ -393,16 +393,30 @@ static int hub_open(struct hub *h, int daemon_mode)
 	}
 	h->soft.up = 1;
 	h->verbs.ops = &xport_verbs_ops;
-	if (h->mode != HUB_SOFT) {
-		if (h->verbs.ops->init(&h->verbs, h, h->port) == 0)
-			h->verbs.up = 1;
-		else if (h->mode == HUB_VERBS) {
-			fprintf(stderr, "rshared: no usable RDMA device: %s\n", strerror(errno));
-			return 1;
-		} else
-			log_info("verbs: not available (%s); links use soft", strerror(errno));
-	}
+	/* with a warden, the hub process opens the device (warden.c) */
+	if (!hub_warden_wanted(h) && hub_open_verbs(h) < 0)
+		return 1;
 	return -1;
+}
+
+/* The RDMA device, by the process that runs the hub's loop (the kernel
+ * takes its commands only from the opener): 0, or -1 when the hub cannot
+ * go on (--transport verbs, and no device); an adopted hub's rings are
+ * registered again (hub_rekey). */
+int hub_open_verbs(struct hub *h)
+{
+	if (h->mode == HUB_SOFT || h->verbs.up || h->verbs.priv)
+		return 0; /* (tried once) */
+	if (h->verbs.ops->init(&h->verbs, h, h->port) == 0)
+		h->verbs.up = 1;
+	else if (h->mode == HUB_VERBS) {
+		fprintf(stderr, "rshared: no usable RDMA device: %s\n", strerror(errno));
+		return -1;
+	} else
+		log_info("verbs: not available (%s); links use soft", strerror(errno));
+	if (h->verbs.up)
+		hub_rekey(h);
+	return 0;
 }
 
 /* tcp_wmem's (tx) or tcp_rmem's maximum in this network namespace, as

@@ -11,8 +11,9 @@
  *   1. what cannot be carried says no, and the hub goes on as it was, the
  *      reason in the log and in `rshare stat` (restart_refused): a new
  *      binary whose records differ (`rshared --layout`: image.c), sockets
- *      in flight between processes, keepers, connections over verbs (the
- *      new hub's memory keys would differ from those the peers hold);
+ *      in flight between processes, keepers, a verbs connection whose
+ *      receive ring changes size (its peer may write to two of its rings,
+ *      whose keys the new hub changes);
  *   2. every link is dropped as lost, a soft link drained first: its
  *      connections wait (resume.c) as for any lost link, and each peer hub
  *      connects again, finding the same port listening (the listener is
@@ -25,7 +26,9 @@
  *      back (hub_adopt), maps the arenas and pair segments again, watches
  *      the same descriptors (hub_adopt_watch), takes up its settings from
  *      rshare.conf again, and connects to the peers of the waiting
- *      connections, which go on (RESUME) as after an outage.
+ *      connections, which go on (RESUME) as after an outage.  On verbs
+ *      the new hub opens the device and registers the rings again
+ *      (hub_rekey): the RESUME tells each peer the new key and address.
  * An execve that fails leaves a hub running on the records, its
  * connections waiting for their links as after an outage.  Same-node
  * connections have no link: they simply go on.
@@ -118,12 +121,16 @@ static const char *cannot(struct hub *h)
 		return "sockets are in flight between processes";
 	if (h->nkeepers)
 		return "keepers hold readiness descriptors";
-	for (struct link *l = h->links; l; l = l->next)
-		if (l->conns && !(l->x.xp->ops->flags & XP_POSITIONAL))
-			return "connections go over verbs";
-	for (uint32_t sid = 1; sid < h->sid_hi; sid++)
-		if (h->socks[sid] && h->socks[sid]->suspended && h->socks[sid]->susp_placed)
-			return "connections wait for a verbs link";
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (s && s->as && s->peer_raddr && hsock_ring_changing(s))
+			return "a verbs connection's ring changes size (try again)";
+	}
+	return hub_layout_differs();
+}
+
+const char *hub_layout_differs(void)
+{
 	if (next_layout() != hub_layout())
 		return "the new rshared keeps its records otherwise (rshared --layout)";
 	return NULL;
@@ -172,9 +179,9 @@ void hub_links_let_go(struct hub *h, const char *why)
 
 /* Links dropped (their connections wait), stat readers let go, batches
  * ended: what is left is only records. */
-static void quiesce(struct hub *h)
+static void quiesce(struct hub *h, const char *why)
 {
-	hub_links_let_go(h, "the hub restarts");
+	hub_links_let_go(h, why);
 	for (struct proc *pr = h->procs, *next; pr; pr = next) {
 		next = pr->next;
 		if (pr->stat_only || pr->out)
@@ -188,8 +195,7 @@ static void quiesce(struct hub *h)
 void hub_restart(struct hub *h)
 {
 	const char *why = cannot(h);
-	FILE *f = NULL;
-	int fd = -1, r;
+	int r;
 	h->restart = 0;
 	if (why) {
 		log_warn("restart refused: %s", why);
@@ -198,26 +204,38 @@ void hub_restart(struct hub *h)
 		return;
 	}
 	log_info("restarting: %s takes over", self_path);
-	h->kept_lfd = h->soft.ops && h->soft.ops->listener ? h->soft.ops->listener(&h->soft) : -1;
-	quiesce(h);
 	h->restarts++;
 	h->restart_refused = NULL;
+	if ((r = hub_image_handover(h, "the hub restarts")) < 0) {
+		/* the hub goes on, its connections waiting for links */
+		log_error("restart failed: %s; this hub goes on", strerror(-r));
+		h->restarts--;
+		return;
+	}
+	/* the loop ends; whoever runs it executes the next hub (warden.c) */
+	h->stop = 1;
+}
+
+/* Links let go, records written into a memfd (handover_fd) for the next
+ * hub: 0, or -errno (the records as they were, the links gone). */
+int hub_image_handover(struct hub *h, const char *why)
+{
+	FILE *f;
+	int fd, r;
+	h->kept_lfd = h->soft.ops && h->soft.ops->listener ? h->soft.ops->listener(&h->soft) : -1;
+	quiesce(h, why);
 	fd = memfd_create("rshare-hub-image", 0);
 	f = fd >= 0 ? fdopen(dup(fd), "w") : NULL;
 	r = f ? hub_image_write(h, f) : -errno;
 	if (f)
 		fclose(f);
 	if (r < 0) {
-		/* the hub goes on, its connections waiting for links */
-		log_error("restart failed: %s; this hub goes on", strerror(-r));
-		h->restarts--;
 		if (fd >= 0)
 			close(fd);
-		return;
+		return r;
 	}
-	/* the loop ends; whoever runs it executes the next hub (warden.c) */
 	h->handover_fd = fd;
-	h->stop = 1;
+	return 0;
 }
 
 int hub_handover_exec(struct hub *h)
@@ -236,9 +254,9 @@ int hub_handover_exec(struct hub *h)
 		execv(self_path, av);
 		r = -errno;
 	}
-	/* still here: the hub goes on, its connections waiting for links */
-	log_error("restart failed: %s; this hub goes on", strerror(-r));
-	h->restarts--;
+	/* still here: the caller goes on (a restart: this hub, its
+	 * connections waiting for links) */
+	log_error("cannot execute %s: %s", self_path, strerror(-r));
 	free(av);
 	close(h->handover_fd);
 	h->handover_fd = -1;

@@ -7,8 +7,11 @@
  * not reset then, as kernel TCP does not reset a connection whose peer is
  * silent: they are suspended (hsock_suspend).  Whether the peer hub is
  * still there the next link tells: a node that refuses it has no hub
- * (hub_relink_refused), a hub that does not know a connection answers
- * its RESUME with RESET.
+ * (hub_relink_refused; on verbs only after HUB_RELINK_REFUSED_GRACE_MS
+ * from the loss, tried every HUB_RELINK_QUICK_MS meanwhile: a hub that
+ * restarts on verbs cannot keep its device's listener, and listens again
+ * once its successor opened the device), a hub that does not know a
+ * connection answers its RESUME with RESET.
  * Their slots stay established; writes fill the send ring and then block,
  * reads wait.  Both hubs connect to the peer again, at once and then
  * every HUB_RELINK_MS (hub_relink_note, hub_resume_timers; every
@@ -44,6 +47,14 @@
  * kernel TCP gives up retransmitting) or the program's TCP_USER_TIMEOUT;
  * idle, never, unless the program asked for keepalives; then it is closed
  * with ETIMEDOUT.
+ *
+ * A hub that restarted, or took over from a dead one, on verbs (restart.c,
+ * warden.c) registered every ring again: the keys and, after an execve,
+ * the addresses its peers write to are new (hub_rekey).  Its RESUME
+ * carries its receive ring's new address and key, which the peer writes
+ * to from then on.  A ring change under way cannot be carried that way
+ * (the peer may write to two rings of ours): a restart waits for its end
+ * (hsock_ring_changing), and a succession resets that connection.
  *
  * A receive ring change under way (resize.c) is settled by the RESUME too:
  * each side says which of the receiver's rings it writes to and from which
@@ -141,10 +152,18 @@ void hub_relink_note(struct hub *h, struct link *l)
  * a rebooted host answers with RST. */
 void hub_relink_refused(struct hub *h, struct link *l)
 {
+	uint64_t now = hub_now_ms();
 	for (uint32_t i = 0; i < h->nrelinks;) {
 		struct relink *r = &h->relinks[i];
 		uint32_t n = 0;
 		if (!addr_same_ip(&r->addr, &l->x.peer_addr)) {
+			i++;
+			continue;
+		}
+		if (!(l->x.xp->ops->flags & XP_POSITIONAL) && now - r->since_ms < HUB_RELINK_REFUSED_GRACE_MS) {
+			/* a hub on verbs that restarts listens again only once
+			 * its successor opened the device */
+			r->next_ms = now + HUB_RELINK_QUICK_MS;
 			i++;
 			continue;
 		}
@@ -172,7 +191,47 @@ static void send_resume(struct hsock *s)
 	c.ring = s->peer_ring;
 	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
 	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
+	if (s->rekeyed && s->as && !(s->link->x.xp->ops->flags & XP_POSITIONAL))
+		wire_resume_ring_put(&c, (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off), s->rx_rkey);
 	link_send_ctl(s->link, &c, 0);
+}
+
+/* Whether the peer may write to a receive ring of s other than its
+ * current one, or s to one of the peer's: a RING offered or answered and
+ * not yet moved to, or resends that would go to an old ring. */
+int hsock_ring_changing(const struct hsock *s)
+{
+	return s->rx_offered || s->rx_switch || s->peer_next || s->tx_done < s->peer_switch_at ||
+	       s->rx_tail < s->rx_switch_at;
+}
+
+/* A hub that opened the RDMA device again (an execve, or a successor of a
+ * dead hub) has new keys for every ring, and after an execve new
+ * addresses: the rings of the sockets that went over verbs are registered
+ * again; their RESUME tells the peers (send_resume).  A socket whose
+ * ring changed size meanwhile, or whose rings cannot be registered, is
+ * reset. */
+void hub_rekey(struct hub *h)
+{
+	uint32_t n = 0, unused;
+	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
+		struct hsock *s = h->socks[sid];
+		if (!s || !s->as || !s->peer_raddr || !s->suspended)
+			continue;
+		if (hsock_ring_changing(s)) {
+			hsock_abort(h, s, "its ring changed size as its hub ended");
+			continue;
+		}
+		if (pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
+		    pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0) {
+			hsock_abort(h, s, "its rings cannot be registered again");
+			continue;
+		}
+		s->rekeyed = 1;
+		n++;
+	}
+	if (n)
+		log_info("verbs: %u connections' rings registered again", n);
 }
 
 /* s goes on over l: attached, and our RESUME sent; 0, or -1 when it cannot
@@ -247,6 +306,16 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 	}
 	if (head > s->peer_head)
 		s->peer_head = head;
+	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+		uint64_t raddr;
+		uint32_t rkey = wire_resume_ring_get(c, &raddr);
+		if (rkey && !raddr)
+			return -1;
+		if (rkey) { /* the peer's hub registered its ring again */
+			s->peer_raddr = raddr;
+			s->peer_rkey = rkey;
+		}
+	}
 	if (s->susp_placed && done > s->rx_tail) {
 		/* its writes that completed are in our ring: the tail moves
 		 * over them, and what it writes next follows them */
@@ -271,6 +340,7 @@ static void resumed(struct hub *h, struct hsock *s, int moved)
 {
 	s->resuming = 0;
 	s->torn = 0;
+	s->rekeyed = 0;
 	s->susp_ms = s->unacked_ms = 0;
 	h->conns_resumed++;
 	if (s->state == HS_LINGER) {

@@ -37,12 +37,19 @@
  * SA_RESTART) and sends signals.  A signal the hub raises with the C
  * library's raise() or abort() reaches the warden (the cached thread id is
  * the warden's), which passes it on too.
- * Without a warden (--no-warden; a hub with an RDMA device open, as the
- * kernel takes the device's commands only from a process with the
- * credentials it was opened with, and a clone()d process has its own; a
- * build with AddressSanitizer or
- * ThreadSanitizer, whose run-times keep per-thread state of their own; valgrind, which cannot run
- * two processes on one address space) the hub runs in rshared's process.
+ * On verbs the hub process opens the RDMA device itself (hub_open_verbs):
+ * the kernel takes the device's commands only from a process with the
+ * credentials it was opened with, and a clone()d process has its own.
+ * For the same reason, and because the verbs libraries keep the device
+ * they opened in their own records, no process of this address space can
+ * use the device after the hub that opened it died: a hub that dies with
+ * the device open is succeeded by an execve of rshared on an image of the
+ * records, as a restart is (succeed_by_exec; restart.c), and the new hub
+ * registers the rings again and tells the peers their new keys (resume.c).
+ * Without a warden (--no-warden; a build with AddressSanitizer or
+ * ThreadSanitizer, whose run-times keep per-thread state of their own;
+ * valgrind, which cannot run two processes on one address space) the hub
+ * runs in rshared's process.
  */
 #include "hub.h"
 
@@ -67,6 +74,7 @@
 #define WARDEN_CRASHLOOP_N 3      /* ... this many times in a row is not started again */
 #define WARDEN_SUCCEED_S 10
 #define WARDEN_HANDOVER 75 /* the hub's exit status when it handed over */
+#define WARDEN_FATAL 76    /* ... when it could not start (no RDMA device with --transport verbs) */
 
 static volatile pid_t hub_pid;  /* the hub process, 0 while there is none */
 static pid_t warden_pid;
@@ -109,6 +117,8 @@ static int hub_proc(void *arg)
 		return 1; /* the warden is gone already */
 	hub_signals(h);
 	h->hub_pid = getpid();
+	if (hub_open_verbs(h) < 0)
+		return WARDEN_FATAL;
 	hub_loop(h);
 	return h->handover_fd >= 0 ? WARDEN_HANDOVER : 0;
 }
@@ -173,6 +183,30 @@ static void wake_all(struct hub *h)
 	}
 }
 
+/* A hub that died with the RDMA device open: no process of this address
+ * space can use the device again (the kernel takes its commands only
+ * from the opener, and the verbs libraries keep the dead hub's device in
+ * their own records), so the successor is a new program on an image of
+ * the records, as on a restart (restart.c): it opens the device and
+ * registers the rings again.  Returns only when it could not: then the
+ * node's connections end. */
+static void succeed_by_exec(struct hub *h)
+{
+	const char *why = h->npasses ? "sockets were in flight between processes"
+			  : h->nkeepers ? "keepers held readiness descriptors"
+					: hub_layout_differs();
+	int r;
+	h->verbs.gone = 1;
+	if (!why && (r = hub_image_handover(h, "the hub died")) == 0) {
+		alarm(0); /* (it would outlive the execve) */
+		hub_handover_exec(h);
+		why = "rshared could not be executed";
+	} else if (!why) {
+		why = strerror(-r);
+	}
+	log_error("the hub died on verbs and cannot be succeeded: %s; the node's connections end", why);
+}
+
 /* Take over the records of a hub that died (how: ST). */
 static void warden_succeed(struct hub *h, pid_t dead, int st)
 {
@@ -186,6 +220,10 @@ static void warden_succeed(struct hub *h, pid_t dead, int st)
 	untear(h);
 	wake_all(h);
 	hub_ring_all(h);
+	if (h->verbs.up) {
+		succeed_by_exec(h);
+		return;
+	}
 	hub_links_let_go(h, "the hub died");
 	for (struct proc *pr = h->procs, *next; pr; pr = next) {
 		next = pr->next;
@@ -195,26 +233,27 @@ static void warden_succeed(struct hub *h, pid_t dead, int st)
 	hub_free_deferred(h);
 }
 
+int hub_warden_wanted(const struct hub *h)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	(void)h;
+	return 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+	(void)h;
+	return 0;
+#endif
+#endif
+	return !h->no_warden;
+}
+
 int hub_warden(struct hub *h, int on)
 {
 	char *stack;
-	uint64_t started = 0;
-	int st, quick = 0;
+	uint64_t now;
+	int st, quick;
 	h->handover_fd = -1;
-	if (on && h->verbs.up) {
-		/* the kernel takes RDMA device commands (rdma_cm, uverbs
-		 * writes) only from a process with the opener's credentials,
-		 * which a clone()d process does not share */
-		log_info("the hub runs on verbs: without a warden");
-		on = 0;
-	}
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-	on = 0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-	on = 0;
-#endif
-#endif
+	on = on && hub_warden_wanted(h);
 	stack = on ? mmap(NULL, WARDEN_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
 			  -1, 0)
 		   : MAP_FAILED;
@@ -222,11 +261,14 @@ int hub_warden(struct hub *h, int on)
 		h->warden_pid = 0;
 		h->hub_pid = getpid();
 		hub_signals(h);
+		if (hub_open_verbs(h) < 0)
+			return 1;
 		for (;;) {
 			hub_loop(h);
 			if (h->handover_fd < 0)
 				return 0;
 			hub_handover_exec(h); /* returns only when it failed */
+			h->restarts--;
 			h->stop = 0;
 		}
 	}
@@ -246,24 +288,32 @@ int hub_warden(struct hub *h, int on)
 		hub_pid = 0;
 		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 			return 0;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == WARDEN_FATAL)
+			return 1;
 		if (WIFEXITED(st) && WEXITSTATUS(st) == WARDEN_HANDOVER && h->handover_fd >= 0) {
+			h->succession_ms = 0; /* a restart ends a crash loop */
 			hub_handover_exec(h); /* returns only when it failed */
+			h->restarts--;
 			h->stop = 0;
-			started = 0;
 			continue;
 		}
 		if (h->stop)
 			return 0;
-		quick = started && hub_now_ms() - started < WARDEN_CRASHLOOP_MS ? quick + 1 : 0;
+		now = hub_now_ms();
+		quick = h->succession_ms && now - h->succession_ms < WARDEN_CRASHLOOP_MS ? h->succession_quick + 1 : 0;
 		if (quick >= WARDEN_CRASHLOOP_N) {
 			log_error("the hub (pid %d) died within %d ms of taking over %d times in a row: the node's connections end",
 				  (int)p, WARDEN_CRASHLOOP_MS, quick);
 			return 1;
 		}
+		h->succession_quick = quick;
+		h->succession_ms = now; /* (an execve on verbs carries both) */
 		alarm(WARDEN_SUCCEED_S);
 		warden_succeed(h, p, st);
 		alarm(0);
-		started = hub_now_ms();
+		if (h->verbs.up)
+			return 1; /* it could not be executed again */
+		h->succession_ms = hub_now_ms();
 		if (h->stop)
 			return 0;
 	}

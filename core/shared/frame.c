@@ -129,7 +129,7 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 	c->src_port = get16(in + 56);
 	c->reason = get16(in + 58);
 	c->rkey = get32(in + 60);
-	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT && c->op != CTL_RING) {
+	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT && c->op != CTL_RING && c->op != CTL_RESUME) {
 		*why = "reserved control bits set";
 		return -1;
 	}
@@ -241,4 +241,16 @@ void wire_resume_get(const struct wire_ctl *c, uint64_t *tx_done, uint64_t *rx_h
 	*tx_done = get64(c->addr_a);
 	*rx_head = get64(c->addr_a + 8);
 	*switch_at = get64(c->addr_b);
+}
+
+void wire_resume_ring_put(struct wire_ctl *c, uint64_t raddr, uint32_t rkey)
+{
+	put64(c->addr_b + 8, raddr);
+	c->rkey = rkey;
+}
+
+uint32_t wire_resume_ring_get(const struct wire_ctl *c, uint64_t *raddr)
+{
+	*raddr = get64(c->addr_b + 8);
+	return c->rkey;
 }

@@ -65,7 +65,11 @@ enum wire_op {
 			    receive ring's head, addr_b = the position from which
 			    it writes to the receiver's ring of size ring
 			    (wire_resume_put), reason = RESUME_HAVE_FIN when it
-			    has the receiver's FIN */
+			    has the receiver's FIN; on verbs, from a hub that
+			    restarted or took over from a dead one since the
+			    link was lost, rkey and the end of addr_b = its
+			    receive ring's key and address, which changed
+			    (wire_resume_ring_put); else rkey 0 */
 	CTL_MAX = CTL_RESUME
 };
 
@@ -108,5 +112,9 @@ const char *wire_op_name(unsigned op);
 /* RESUME's positions in addr_a and addr_b, big-endian. */
 void wire_resume_put(struct wire_ctl *c, uint64_t tx_done, uint64_t rx_head, uint64_t switch_at);
 void wire_resume_get(const struct wire_ctl *c, uint64_t *tx_done, uint64_t *rx_head, uint64_t *switch_at);
+/* RESUME's new receive ring address (the end of addr_b) and key (rkey): the
+ * key, 0 when the ring did not change. */
+void wire_resume_ring_put(struct wire_ctl *c, uint64_t raddr, uint32_t rkey);
+uint32_t wire_resume_ring_get(const struct wire_ctl *c, uint64_t *raddr);
 
 #endif

@@ -394,8 +394,7 @@ static int verbs_reg_mr(struct xport *xp, void *addr, size_t len, int remote, st
 
 static void verbs_dereg_mr(struct xport *xp, struct xmr *mr)
 {
-	(void)xp;
-	if (mr->handle)
+	if (mr->handle && !xp->gone)
 		ibv_dereg_mr(mr->handle);
 	mr->handle = NULL;
 }

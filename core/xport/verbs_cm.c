@@ -35,7 +35,7 @@ static int port_up(struct vx *vx)
 
 void verbs_destroy_dead(struct vx *vx)
 {
-	if (vx->ndead && !port_up(vx))
+	if (vx->xp->gone || (vx->ndead && !port_up(vx)))
 		return;
 	for (uint32_t i = 0; i < vx->ndead; i++) {
 		struct vlink *vl = vx->dead[i];
@@ -307,7 +307,7 @@ void verbs_link_close(struct xlink *l)
 		return;
 	vx = vl->vx;
 	vl->closed = 1;
-	if (vl->id && vl->established && port_up(vx)) {
+	if (vl->id && vl->established && !vx->xp->gone && port_up(vx)) {
 		rdma_disconnect(vl->id);
 		vl->disconnected = 1;
 	}

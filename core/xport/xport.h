@@ -107,6 +107,8 @@ struct xport {
 	struct hub *hub;
 	void *priv;
 	int up;               /* initialized and listening */
+	int gone;             /* the process that opened it died: nothing of it is
+			       * touched again (an execve closes it; warden.c) */
 	int waiting;          /* completions wait on the peer, with no event to say
 			       * when they come: the hub polls again within this
 			       * many us (soft), 0: none wait */

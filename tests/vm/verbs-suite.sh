@@ -377,6 +377,58 @@ check "after the peer hub restarted, new connections work over a new verbs link"
 	grep -q 'verified=4 resets=0 errors=0' '$T/n.out' &&
 	RSHARE_HUB_NAME=hubA '$B/rshare' stat --json | jq -e '[.links[] | select(.state == \"up\" and .transport == \"verbs\")] | length == 1' >/dev/null"
 
+echo "# [${SECONDS} s] section 4"
+# 4. A hub on verbs handed over (`rshare hub restart`) and its hub process
+# SIGKILLed (hub_pid: rshared's warden execs a new hub on the records),
+# each on both sides, in the middle of 4 verified streams: the new hub
+# opens the device again, registers every ring again and tells the peer
+# the new keys in RESUME; no byte lost, no reset.
+on hubA "$B/tests/echo-server" -w 2 7600 >"$T/s4.out" 2>&1 &
+pids+=($!)
+sleep 1
+pidA=$(stat_of hubA | jq .pid) pidB=$(stat_of hubB | jq .pid)
+on hubB "$B/tests/echo-client" -S -c 4 -s 41 -t 12 -m 262144 "$A_ADDR" 7600 >"$T/s4c.out" 2>"$T/s4c.err" &
+pids+=($!)
+restart_hub() { # NAME: restart it; a ring that changes size says try again
+	for _ in $(seq 20); do
+		RSHARE_HUB_NAME=$1 timeout 20 "$B/rshare" hub restart >>"$T/restarts.out" 2>&1 && return 0
+		sleep 0.2
+	done
+	return 1
+}
+kill_hub_proc() { # NAME: SIGKILL of its hub process, and wait for the next one
+	local old new
+	old=$(stat_of "$1" | jq .hub_pid)
+	kill -KILL "$old"
+	for _ in $(seq 100); do
+		new=$(stat_of "$1" 2>/dev/null | jq .hub_pid 2>/dev/null)
+		[[ -n $new && $new != "$old" ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+sleep 2
+check "hub B restarted on verbs with connections over it" restart_hub hubB
+sleep 2
+check "hub A restarted on verbs with connections over it" restart_hub hubA
+sleep 2
+check "hub B's hub process killed: a new one answers" kill_hub_proc hubB
+sleep 2
+check "hub A's hub process killed: a new one answers" kill_hub_proc hubA
+wait_line "$T/s4c.out" '^echo-client:' 1 60
+s4=$(sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$T/s4c.out")
+echo "# restarts and kills on verbs, longest pause of a stream: $(sed -n 's/^echo-client: .* stall_ms=\([0-9]*\).*/\1/p' "$T/s4c.out") ms"
+check "4 streams over verbs through 2 restarts and 2 hub kills: every byte verified, no reset ($s4)" \
+	test "$s4" = "conns=4 verified=4 resets=0 errors=0"
+[ "$s4" = "conns=4 verified=4 resets=0 errors=0" ] || sed 's/^/#   client: /' "$T/s4c.err" | tail -n 5
+stat_of hubA >"$T/a5.json"
+stat_of hubB >"$T/b5.json"
+check "the hubs kept their pids, restarted once and were succeeded once each, resumed the connections over verbs" \
+	jq -es --argjson a "$pidA" --argjson b "$pidB" '
+	.[0].pid == $a and .[1].pid == $b and all(.[]; .counters.restarts == 1 and .counters.successions == 1 and .counters.conns_resumed >= 4 and
+	([.links[] | select(.state == "up" and .transport == "verbs")] | length == 1))' "$T/a5.json" "$T/b5.json"
+[ "$fail" -eq 0 ] || jq -c '{pid, hub_pid, c: (.counters | {restarts, restarts_refused, restart_refused, successions, conns_resumed}), links: [.links[] | {state, transport}]}' "$T/a5.json" "$T/b5.json" | sed 's/^/#   /'
+
 echo "# hub A log (tail):"; tail -n 15 "$T/hubA.log" | sed 's/^/#   /'
 if ((fail)); then
 	echo "# what the hubs warned of:"
