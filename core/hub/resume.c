@@ -147,6 +147,18 @@ void hub_relink_note(struct hub *h, struct link *l)
 	r->tries = 0;
 }
 
+/* A waiting connection ends with ECONNRESET, forgotten by the peer side:
+ * a RESUME for it is answered with RESET. */
+static void waiting_reset(struct hub *h, struct hsock *s)
+{
+	hsock_resume_forget(s);
+	s->peer = 0;
+	if (s->state == HS_LINGER || (s->closing && !s->nholders))
+		hsock_free(h, s);
+	else
+		hsock_set_closed(s, ECONNRESET);
+}
+
 /* The node of a lost link refused a new one: it has no hub (it stopped,
  * or died and nothing started it again).  Its connections are reset, as
  * a rebooted host answers with RST. */
@@ -171,13 +183,8 @@ void hub_relink_refused(struct hub *h, struct link *l)
 			struct hsock *s = h->socks[sid];
 			if (!s || !s->suspended || s->susp_node != r->node)
 				continue;
-			hsock_resume_forget(s);
-			s->peer = 0;
+			waiting_reset(h, s);
 			n++;
-			if (s->state == HS_LINGER || (s->closing && !s->nholders))
-				hsock_free(h, s);
-			else
-				hsock_set_closed(s, ECONNRESET);
 		}
 		log_info("node %016llx has no hub any more: %u connections reset", (unsigned long long)r->node, n);
 		*r = h->relinks[--h->nrelinks];
@@ -191,7 +198,7 @@ static void send_resume(struct hsock *s)
 	c.ring = s->peer_ring;
 	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
 	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
-	if (s->rekeyed && s->as && !(s->link->x.xp->ops->flags & XP_POSITIONAL))
+	if (s->rekeyed && !(s->link->x.xp->ops->flags & XP_POSITIONAL))
 		wire_resume_ring_put(&c, (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off), s->rx_rkey);
 	link_send_ctl(s->link, &c, 0);
 }
@@ -208,23 +215,23 @@ int hsock_ring_changing(const struct hsock *s)
 /* A hub that opened the RDMA device again (an execve, or a successor of a
  * dead hub) has new keys for every ring, and after an execve new
  * addresses: the rings of the sockets that went over verbs are registered
- * again; their RESUME tells the peers (send_resume).  A socket whose
- * ring changed size meanwhile, or whose rings cannot be registered, is
- * reset. */
+ * again, the receive ring of a lingering one too (its peer may write
+ * until it hears our FIN or RESET); their RESUME tells the peers
+ * (send_resume).  A socket whose ring changed size meanwhile, or whose
+ * rings cannot be registered, is reset. */
 void hub_rekey(struct hub *h)
 {
 	uint32_t n = 0, unused;
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (!s || !s->as || !s->peer_raddr || !s->suspended)
+		if (!s || !s->peer_raddr || !s->suspended)
 			continue;
-		if (hsock_ring_changing(s)) {
-			hsock_abort(h, s, "its ring changed size as its hub ended");
-			continue;
-		}
-		if (pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
-		    pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0) {
-			hsock_abort(h, s, "its rings cannot be registered again");
+		if (hsock_ring_changing(s) ||
+		    pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
+		    (s->as && pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0)) {
+			log_warn("socket %u: %s as its hub ended: reset", s->sid,
+				 hsock_ring_changing(s) ? "its ring was changing size" : "its rings cannot be registered again");
+			waiting_reset(h, s);
 			continue;
 		}
 		s->rekeyed = 1;
