@@ -123,8 +123,8 @@ static const char *cannot(struct hub *h)
 		return "keepers hold readiness descriptors";
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (s && s->as && s->peer_raddr && hsock_ring_changing(s))
-			return "a verbs connection's ring changes size (try again)";
+		if (s && s->peer_raddr && hsock_ring_changing(s))
+			return "a verbs connection's receive ring changes size (try again)";
 	}
 	return hub_layout_differs();
 }

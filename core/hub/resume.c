@@ -51,9 +51,10 @@
  * A hub that restarted, or took over from a dead one, on verbs (restart.c,
  * warden.c) registered every ring again: the keys and, after an execve,
  * the addresses its peers write to are new (hub_rekey).  Its RESUME
- * carries its receive ring's new address and key, which the peer writes
- * to from then on.  A ring change under way cannot be carried that way
- * (the peer may write to two rings of ours): a restart waits for its end
+ * carries its receive ring's new address and key (the new ring's, when
+ * the peer switched to it already), which the peer writes to from then
+ * on.  A receive ring change that may have the peer write to two of our
+ * rings cannot be carried that way: a restart waits for its end
  * (hsock_ring_changing), and a succession resets that connection.
  *
  * A receive ring change under way (resize.c) is settled by the RESUME too:
@@ -198,18 +199,24 @@ static void send_resume(struct hsock *s)
 	c.ring = s->peer_ring;
 	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
 	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
-	if (s->rekeyed && !(s->link->x.xp->ops->flags & XP_POSITIONAL))
-		wire_resume_ring_put(&c, (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off), s->rx_rkey);
+	if (s->rekeyed && !(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+		/* the ring the peer writes to: the new one once it switched */
+		uint64_t off = s->rx_switch ? s->rx_next_off : s->rx_off;
+		wire_resume_ring_put(&c, (uint64_t)(uintptr_t)arena_bytes(s->pool->base, off),
+				     s->rx_switch ? s->rx_next_rkey : s->rx_rkey);
+	}
 	link_send_ctl(s->link, &c, 0);
 }
 
-/* Whether the peer may write to a receive ring of s other than its
- * current one, or s to one of the peer's: a RING offered or answered and
- * not yet moved to, or resends that would go to an old ring. */
+/* Whether the peer may write to two receive rings of s, or to one whose
+ * key it may not learn: a RING offered and not answered (the peer may
+ * have switched to it), or bytes below the position of a switch not yet
+ * placed (sent again, they go to the old ring).  A switch answered, with
+ * every byte before it placed, is not: the peer writes to the new ring
+ * only.  (The peer's own ring changes do not matter: its keys stay.) */
 int hsock_ring_changing(const struct hsock *s)
 {
-	return s->rx_offered || s->rx_switch || s->peer_next || s->tx_done < s->peer_switch_at ||
-	       s->rx_tail < s->rx_switch_at;
+	return s->rx_offered || s->rx_tail < s->rx_switch_at;
 }
 
 /* A hub that opened the RDMA device again (an execve, or a successor of a
@@ -228,9 +235,11 @@ void hub_rekey(struct hub *h)
 			continue;
 		if (hsock_ring_changing(s) ||
 		    pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
+		    (s->rx_switch && pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey) < 0) ||
 		    (s->as && pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0)) {
-			log_warn("socket %u: %s as its hub ended: reset", s->sid,
-				 hsock_ring_changing(s) ? "its ring was changing size" : "its rings cannot be registered again");
+			log_warn("socket %u: %s as its hub ended (ring offered %d, placed %llu, switch at %llu): reset",
+				 s->sid, hsock_ring_changing(s) ? "its ring was changing size" : "its rings cannot be registered again",
+				 s->rx_offered, (unsigned long long)s->rx_tail, (unsigned long long)s->rx_switch_at);
 			waiting_reset(h, s);
 			continue;
 		}
