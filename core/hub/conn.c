@@ -34,16 +34,23 @@ static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
 	return hub_link_new_outgoing(h, &hub_addr);
 }
 
-/* Memory keys for the rings of s on its link's transport (verbs): 0 or -errno. */
-static int ring_keys(struct hub *h, struct hsock *s)
+/* Memory keys for the rings of s (verbs): its receive ring's, and its
+ * send ring's while it has a slot; 0 or -errno. */
+int hsock_ring_keys(struct hub *h, struct hsock *s)
 {
 	uint32_t unused;
-	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
-		return 0;
 	int r = pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey);
-	if (r < 0)
+	if (r < 0 || !s->as)
 		return r;
 	return pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused);
+}
+
+/* ... on its link's transport */
+static int ring_keys(struct hub *h, struct hsock *s)
+{
+	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+		return 0;
+	return hsock_ring_keys(h, s);
 }
 
 static uint64_t rx_addr(struct hsock *s)

@@ -530,6 +530,7 @@ static inline uint64_t link_opener(const struct hub *h, const struct link *l)
 
 /* resume.c: connections that outlive a lost link */
 int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
+int hsock_ring_keys(struct hub *h, struct hsock *s); /* conn.c: verbs keys of its rings, 0 or -errno */
 int hsock_ring_changing(const struct hsock *s); /* verbs: the peer may write to two of its rings (resize.c) */
 void hub_rekey(struct hub *h);              /* verbs: keys again for the rings of adopted sockets */
 void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */

@@ -233,10 +233,8 @@ void hub_rekey(struct hub *h)
 		struct hsock *s = h->socks[sid];
 		if (!s || !s->peer_raddr || !s->suspended)
 			continue;
-		if (hsock_ring_changing(s) ||
-		    pool_keys(h, s->pool, s->rx_off, s->rx_size, 1, &unused, &s->rx_rkey) < 0 ||
-		    (s->rx_switch && pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey) < 0) ||
-		    (s->as && pool_keys(h, s->pool, s->tx_off, s->tx_size, 0, &s->tx_lkey, &unused) < 0)) {
+		if (hsock_ring_changing(s) || hsock_ring_keys(h, s) < 0 ||
+		    (s->rx_switch && pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey) < 0)) {
 			log_warn("socket %u: %s as its hub ended (ring offered %d, placed %llu, switch at %llu): reset",
 				 s->sid, hsock_ring_changing(s) ? "its ring was changing size" : "its rings cannot be registered again",
 				 s->rx_offered, (unsigned long long)s->rx_tail, (unsigned long long)s->rx_switch_at);
