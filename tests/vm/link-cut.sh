@@ -90,7 +90,8 @@ if [[ $node == 2 ]]; then
 		for _ in $(seq 3000); do
 			for f; do [[ -e $dir/$f ]] && return 0; done
 			if [[ -e $dir/diag && ! -e $dir/diag-done ]]; then
-				grep -E 'warn|lost|go on|socket [0-9]+:' "$T/hub.log" | tail -n 30
+				grep -E 'warn|lost|go on|reset|not established|socket [0-9]+:' "$T/hub.log" | tail -n 30 |
+					sed 's/^/# node 2: /'
 				net_state
 				touch "$dir/diag-done"
 			fi
