@@ -3,7 +3,9 @@
  * refuses a region too small); the ring allocator hands out naturally
  * aligned, non-overlapping blocks inside [data_off, bytes), returns 0 when
  * full or for sizes that are not ring sizes, reuses released blocks, and
- * keeps arena_in_use exact; arena_ring_size rounds up to a power of two and
+ * keeps arena_in_use exact; released blocks written to stay warm (not to
+ * be punched) up to ARENA_WARM_BYTES, and a warm block taken again frees
+ * its share of that budget; arena_ring_size rounds up to a power of two and
  * clamps to [ARENA_MIN_RING, ARENA_MAX_RING].
  */
 #include "helpers.h"
@@ -179,11 +181,38 @@ static void alloc_cases(void)
 	max_ring_only(data_off, end);
 }
 
+/* warm releases: up to ARENA_WARM_BYTES, the budget coming back as warm
+ * blocks are taken again; a plain release is never warm */
+static void warm_cases(void)
+{
+	const uint64_t size = 131072, n = 2 * ARENA_WARM_BYTES / size;
+	struct arena_alloc *a = arena_alloc_new(1ull << 20, 64ull << 20);
+	uint64_t off[64], warm = 0;
+	CHECK(a && n <= 64);
+	for (uint64_t i = 0; i < n; i++)
+		CHECK((off[i] = arena_alloc(a, size)) != 0);
+	for (uint64_t i = 0; i < n; i++)
+		warm += (uint64_t)arena_release_warm(a, off[i], size);
+	CHECK_EQ(warm, ARENA_WARM_BYTES / size);
+	CHECK_EQ(arena_in_use(a), 0);
+	/* the last released (cold) comes back first; then the warm ones */
+	for (uint64_t i = 0; i < n; i++)
+		CHECK(arena_alloc(a, size) != 0);
+	/* every warm block was taken again: the whole budget is free */
+	for (uint64_t i = 0; i < ARENA_WARM_BYTES / size; i++)
+		CHECK_EQ(arena_release_warm(a, off[i], size), 1);
+	CHECK_EQ(arena_release_warm(a, off[n - 1], size), 0);
+	arena_release(a, off[n - 2], size);
+	CHECK_EQ(arena_release_warm(a, 0, size), 0);
+	arena_alloc_free_all(a);
+}
+
 int main(void)
 {
 	format_cases();
 	ring_size_cases();
 	alloc_cases();
+	warm_cases();
 	printf("ok\n");
 	return T_PASS;
 }

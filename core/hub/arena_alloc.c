@@ -5,7 +5,14 @@
  * allocator keeps one free list per size class and carves new blocks from
  * the untouched end of the arena.  Its state lives in the hub's own memory,
  * never in the arena, so nothing a process writes can confuse it.  Freed
- * blocks are punched out of the memfd so an idle pool gives memory back.
+ * blocks are punched out of the memfd so an idle pool gives memory back,
+ * but for the last ARENA_WARM_BYTES of them (arena_release_warm): a
+ * punch flushes the TLB of every CPU that runs a process mapping the
+ * file, and the next connection, which takes the block freed last first,
+ * would fault its pages in again and have them zeroed.  A short
+ * connection after another so costs no punch and no fault; what an idle
+ * pool keeps is bounded by that budget, and its bytes were the same
+ * processes' already.
  */
 #include "arena_alloc.h"
 
@@ -17,11 +24,13 @@
 
 struct free_blk {
 	uint64_t off;
+	int warm; /* not punched: its pages are still there */
 	struct free_blk *next;
 };
 
 struct arena_alloc {
 	uint64_t next, end, in_use;
+	uint64_t warm; /* the bytes of the warm free blocks */
 	uint64_t *charge, limit;
 	struct free_blk *free[NCLASS];
 };
@@ -89,6 +98,8 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 		struct free_blk *b = a->free[c];
 		a->free[c] = b->next;
 		off = b->off;
+		if (b->warm)
+			a->warm -= size;
 		free(b);
 	} else {
 		/* natural alignment keeps every ring inside whole pages */
@@ -104,21 +115,35 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 	return off;
 }
 
-void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size)
+static int release(struct arena_alloc *a, uint64_t off, uint64_t size, int warm)
 {
 	int c = size_class(size);
 	struct free_blk *b;
 	if (c < 0 || !off)
-		return;
+		return 0;
 	b = malloc(sizeof(*b));
 	if (!b)
-		return; /* leaks arena space, never memory safety */
+		return 0; /* leaks arena space, never memory safety */
 	b->off = off;
+	b->warm = warm && a->warm + size <= ARENA_WARM_BYTES;
+	if (b->warm)
+		a->warm += size;
 	b->next = a->free[c];
 	a->free[c] = b;
 	a->in_use -= size;
 	if (a->charge)
 		*a->charge -= size;
+	return b->warm;
+}
+
+void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size)
+{
+	release(a, off, size, 0);
+}
+
+int arena_release_warm(struct arena_alloc *a, uint64_t off, uint64_t size)
+{
+	return release(a, off, size, 1);
 }
 
 int arena_alloc_save(const struct arena_alloc *a, int (*put)(void *c, const void *b, size_t n), void *c)

@@ -14,7 +14,13 @@ struct arena_alloc *arena_alloc_new(uint64_t data_off, uint64_t bytes);
 void arena_alloc_free_all(struct arena_alloc *a);
 /* Returns the offset of size bytes (a power of two) or 0 when full. */
 uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
+/* A block never written to (the caller has nothing to punch)... */
 void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
+/* ...or one that was: 1 when it stays warm (its pages are kept for the
+ * next block of its size, up to ARENA_WARM_BYTES of them), 0 when the
+ * caller punches its pages out. */
+#define ARENA_WARM_BYTES (512u << 10)
+int arena_release_warm(struct arena_alloc *a, uint64_t off, uint64_t size);
 uint64_t arena_in_use(const struct arena_alloc *a);
 /* Charge what it hands out to *charge too, and refuse (0) what would
  * take *charge past limit (0: no limit). */

@@ -177,8 +177,8 @@ static void bytes_free(struct pairseg *g, uint64_t off, uint64_t size)
 {
 	if (!off)
 		return;
-	fallocate(g->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size);
-	arena_release(g->alloc, off, size);
+	if (!arena_release_warm(g->alloc, off, size))
+		fallocate(g->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size);
 }
 
 static void rings_free(struct pairseg *g, struct lpair *lp)

@@ -188,9 +188,10 @@ void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64
 		return;
 	/* its registration (verbs) goes first, then the pages go back;
 	 * unless the pool keeps it for the next ring there (pool.c) */
-	if (!pool_ring_freed(the_hub, p, off))
+	if (pool_ring_freed(the_hub, p, off))
+		arena_release(a, off, size);
+	else if (!arena_release_warm(a, off, size))
 		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, size);
-	arena_release(a, off, size);
 }
 
 /* Give the slot and its send ring back to the pool; the record and the
