@@ -318,7 +318,6 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 	struct arena_slot *as = cl_slot(slot);
 	uint64_t end = tmo_us > 0 ? vs_now_ns() + (uint64_t)tmo_us * 1000u : 0;
 	int ret = 0;
-	atomic_fetch_add(&as->waiters, 1);
 	while (atomic_load(&as->state) == SLOT_CONNECTING) {
 		uint32_t seq = atomic_load(&as->wake_seq);
 		uint64_t now;
@@ -338,7 +337,6 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 			break;
 		ret = 0;
 	}
-	atomic_fetch_sub(&as->waiters, 1);
 	return ret;
 }
 

@@ -24,7 +24,11 @@
 
 #include "vsock_int.h"
 
-/* Wait for the slot's futex word to move past seq.  Without a timeout,
+/* Wait for the slot's futex word to move past seq, counted in `waiters`
+ * only while asleep: the hub makes the wake-up system call only when a
+ * thread sleeps (it bumps the word, then reads the count; we count, then
+ * the kernel compares the word), not for one that spins or copies.
+ * Without a timeout,
  * so that the kernel itself restarts the wait after a handler installed
  * with SA_RESTART and reports EINTR after any other, exactly as for a
  * blocked recv on kernel TCP. */
@@ -34,7 +38,9 @@ int vs_wait_seq(struct arena_slot *as, uint32_t seq)
 	cl_watch();
 	if (cl_hub_dead())
 		return -ECONNRESET;
+	atomic_fetch_add(&as->waiters, 1);
 	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
+	atomic_fetch_sub(&as->waiters, 1);
 	if (r < 0 && errno == EINTR)
 		return -EINTR;
 	return cl_hub_dead() ? -ECONNRESET : 0;
@@ -48,7 +54,9 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 	cl_watch();
 	if (cl_hub_dead())
 		return -ECONNRESET;
+	atomic_fetch_add(&as->waiters, 1);
 	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, &ts);
+	atomic_fetch_sub(&as->waiters, 1);
 	if (r < 0 && errno == EINTR)
 		return -EINTR;
 	if (r < 0 && errno == ETIMEDOUT)
@@ -336,7 +344,6 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	if (x.want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
 		return 0;
 	vs_lock(&as->tx_lock, &as->tx_in);
-	atomic_fetch_add(&as->waiters, 1);
 	while (x.total < x.want) {
 		uint32_t seq = atomic_load(&as->wake_seq);
 		uint64_t tail, head, space;
@@ -361,7 +368,6 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		send_publish(&x, tail);
 		vs_ring_leave(&as->tx_in);
 	}
-	atomic_fetch_sub(&as->waiters, 1);
 	pthread_mutex_unlock(&as->tx_lock);
 	return x.total ? (ssize_t)x.total : x.ret;
 }
@@ -463,7 +469,6 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	if (x.want == 0)
 		return 0;
 	vs_lock(&as->rx_lock, &as->rx_in);
-	atomic_fetch_add(&as->waiters, 1);
 	for (;;) {
 		uint32_t seq = atomic_load(&as->wake_seq);
 		/* the flags before the tail: the hub publishes the last bytes'
@@ -499,7 +504,6 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		if (recv_stop(&x, fl) || recv_wait(&x, seq, tail))
 			break;
 	}
-	atomic_fetch_sub(&as->waiters, 1);
 	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0 &&
 	    ring_load(&x.v.c->tail) == atomic_load_explicit(&x.v.c->head, memory_order_relaxed))
 		vs_rx_settle(slot, as);
