@@ -6,13 +6,10 @@
  * queue pair and connects, its HELLO in the connection's private data;
  * the peer hub checks that HELLO (on_request), creates its own queue pair
  * and accepts with its HELLO; ESTABLISHED brings the link up on both
- * sides.  Every other event fails the link.  Only a connection request
- * that the peer's connection manager rejected for want of a listener on
- * the port (REJ_INVALID_SERVICE_ID) tells that its node has no hub: a
- * hub rejects a request of its own only for a reason that may pass, and
- * a REJ that reaches an incoming link, or one of another reason, comes of
- * a timeout (a peer that gave up on its request while our answers were
- * lost destroys its cm id, which sends REJ_TIMEOUT).  A closed link's record and
+ * sides.  Every other event fails the link.  A REJ of our own request
+ * tells that the peer node has no hub; one that reaches an incoming link,
+ * or says REJ_TIMEOUT, does not: a peer that gave up on its request while
+ * our answers were lost destroys its cm id, which sends REJ_TIMEOUT.  A closed link's record and
  * cm id are destroyed only once the current cm event is acked
  * (verbs_destroy_dead).
  */
@@ -27,8 +24,8 @@
 #include "err.h"
 #include "log.h"
 
-/* the IB CM's reject reason for a request to a port nobody listens on */
-#define VX_REJ_NO_LISTENER 8
+/* the IB CM's reject reason of a peer that gave up on its request */
+#define VX_REJ_TIMEOUT 4
 
 /* Is the device's port up?  While it is down (its network interface
  * went down), the connection manager must send nothing: on Soft-RoCE a
@@ -136,11 +133,11 @@ static struct vlink *vl_new(struct vx *vx, struct xlink *l, struct rdma_cm_id *i
 	return vl;
 }
 
-/* A REJ of our request: a refusal only for want of a listener */
+/* A REJ of our request: a refusal, unless it says the peer timed out */
 static void on_rejected(struct vlink *vl, int reason)
 {
 	char why[64];
-	if (vl->l->outgoing && reason == VX_REJ_NO_LISTENER) {
+	if (vl->l->outgoing && reason != VX_REJ_TIMEOUT) {
 		hub_link_refused(vl->l, "rejected: no rshare hub there");
 		return;
 	}
