@@ -178,6 +178,8 @@ struct arena_alloc *arena_alloc_load(int (*get)(void *c, void *b, size_t n), voi
 				free(b);
 				goto bad;
 			}
+			/* not counted warm: the image does not say which were */
+			b->warm = 0;
 			b->next = a->free[k];
 			a->free[k] = b;
 		}

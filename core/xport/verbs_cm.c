@@ -9,9 +9,9 @@
  * sides.  Every other event fails the link.  A REJ of our own request
  * tells that the peer node has no hub; one that reaches an incoming link,
  * or says REJ_TIMEOUT, does not: a peer that gave up on its request while
- * our answers were lost destroys its cm id, which sends REJ_TIMEOUT.  A closed link's record and
- * cm id are destroyed only once the current cm event is acked
- * (verbs_destroy_dead).
+ * our answers were lost destroys its cm id, which sends REJ_TIMEOUT.  A
+ * closed link's record and cm id are destroyed only once the current cm
+ * event is acked (verbs_destroy_dead).
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
