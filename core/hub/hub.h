@@ -6,7 +6,9 @@
  *   loop.c     hub_main (options, set-up) and the event loop: doorbells,
  *              completion queues, sleeping, the end of each batch
  *   test.c     a hub without sockets, for unit tests and fuzzers
- *   request.c  processes' connections and requests: one table by op
+ *   ctl.c      processes' unix connections: accepted, read, ended
+ *   cell.c     requests that come through the arena's request cells
+ *   request.c  processes' requests: one table by op
  *   proc.c     process records: sockets held, replies, tokens, death
  *   pass.c     sockets in flight between processes (SCM_RIGHTS)
  *   stat.c     the `rshare stat` report
@@ -105,6 +107,8 @@ struct pool {
 	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
 	uint32_t slot_sid[ARENA_MAX_SLOTS]; /* slot -> hub socket id, 0 when free */
 	uint32_t slot_gen[ARENA_MAX_SLOTS]; /* slot -> the generation of its last socket */
+	struct proc *cell_proc[ARENA_CELLS]; /* request cell -> the process given it (proc.c), or NULL;
+					      * never in an image: made again from each process's cell */
 	struct pool *next;
 };
 
@@ -129,6 +133,7 @@ struct proc {
 	char *out;        /* a stat reply not yet taken (request.c) */
 	size_t out_len, out_off;
 	int exiting;      /* MSG_EXITING: its end is a close, not a death */
+	uint32_t cell;    /* its request cell in its pool's arena, + 1; 0: none (cell.c) */
 	struct pool *pool;
 	uint32_t *socks;  /* hub socket ids this process holds */
 	uint32_t nsocks, cap;
@@ -418,6 +423,10 @@ struct hub {
 	uint64_t succession_ms;
 	uint32_t succession_quick;
 	struct proc *req_pr;
+	/* cell.c: requests answered through request cells; the cell whose
+	 * request is being answered (NULL between them), for the warden */
+	uint64_t cell_requests;
+	struct arena_cell *req_cell;
 	int no_warden;              /* --no-warden */
 	int handing_over;           /* links are let go by a restart or a successor: soft ones are read to their end */
 };
@@ -493,14 +502,25 @@ void proc_free(struct hub *h, struct proc *pr); /* its connection closed: it is 
 uint64_t proc_token(void);                      /* a new pool secret, never 0 */
 struct proc *proc_by_token(struct hub *h, uint64_t token);
 int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds); /* 0 or -errno */
+int proc_cell_give(struct proc *pr);            /* its request cell's index + 1, or -ENOSPC */
 /* pass.c: a token for S's descriptor OFD (kept on success), sent by a
  * process of UID, or -errno; the pass a token names, or NULL */
 int hpass_new(struct hub *h, struct hsock *s, uid_t uid, int ofd);
 struct hpass *hpass_find(struct hub *h, uint32_t id, uint64_t secret);
 /* request.c */
 void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd);
-void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events);      /* a request, or the end */
-void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events); /* new processes */
+void proc_answer_cell(struct hub *h, struct proc *pr, const struct msg_req *q, struct msg_rep *rep);
+void proc_stat_flush(struct hub *h, struct proc *pr); /* what is left of a stat reply, as the reader takes it */
+void hub_refused(struct hub *h);                      /* a process turned away: no descriptor left */
+/* cell.c: one pool's request cells that rang, answered (whether any
+ * rang); the request posted in PR's cell, answered; a succession's look
+ * at every cell (warden.c) */
+int hub_cells(struct hub *h, struct pool *p);
+void hub_cell_take(struct hub *h, struct proc *pr);
+void hub_cells_succeed(struct hub *h);
+/* ctl.c: a process's connection readable (a request, or the end); new processes */
+void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events);
+void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events);
 
 /* The hub's link record of what its transport sees. */
 static inline struct link *link_of(struct xlink *x)
@@ -686,7 +706,7 @@ struct hub *hub_test_new(void);
 struct pool *hub_test_pool(struct hub *h);
 struct proc *hub_test_proc(struct hub *h, struct pool *p);
 void hub_test_request(struct hub *h, struct proc *pr, const struct msg_req *q);
-int hub_test_doorbells(struct hub *h, struct pool *p);
+int hub_test_doorbells(struct hub *h, struct pool *p); /* its request cells too */
 struct link *hub_test_link(struct hub *h, struct xport *xp);
 void hub_test_proc_gone(struct hub *h, struct proc *pr);
 void hub_test_settle(struct hub *h);

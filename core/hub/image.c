@@ -291,6 +291,10 @@ static int get_proc(struct hub *h, FILE *f)
 	pr->out = NULL;
 	pr->out_len = pr->out_off = 0;
 	pr->pool = pool ? pool_of(h, pool) : NULL;
+	if (pr->cell > ARENA_CELLS || (pr->cell && (!pr->pool || pr->pool->cell_proc[pr->cell - 1])))
+		pr->cell = 0; /* (never so in an image the hub wrote) */
+	if (pr->cell)
+		pr->pool->cell_proc[pr->cell - 1] = pr;
 	pr->socks = get_array(f, pr->nsocks, sizeof(uint32_t), &r);
 	pr->cap = pr->nsocks;
 	pr->idx = get_array(f, pr->idx_cap, sizeof(*pr->idx), &r);
@@ -325,6 +329,7 @@ static void hub_forget_pointers(struct hub *h)
 	h->restart_refused = NULL;
 	h->handover_fd = -1;
 	h->req_pr = NULL;
+	h->req_cell = NULL;
 }
 
 int hub_image_read(struct hub *h, FILE *f)

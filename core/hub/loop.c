@@ -3,8 +3,8 @@
  *
  * One thread, one epoll set: the unix socket processes attach through, one
  * connection per process, one eventfd per pool (the doorbell kick), and the
- * transports' own descriptors.  Each turn drains every pool's doorbell
- * bitmap, reaps every transport's completion queue (the single poller: each
+ * transports' own descriptors.  Each turn answers every pool's request
+ * cells that rang (cell.c), drains every pool's doorbell bitmap, reaps every transport's completion queue (the single poller: each
  * completion is routed by its owner tag in hub_route()), then sleeps in
  * epoll_wait with hub_sleeping set in every arena so that processes know to
  * kick.  Between batches of events: link timers, links that failed mid-work,
@@ -160,7 +160,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 	do {
 		busy = 0;
 		for (struct pool *p = h->pools; p; p = p->next)
-			busy |= hub_doorbells(h, p);
+			busy |= hub_cells(h, p) | hub_doorbells(h, p);
 		busy |= reap(h, &h->soft);
 		if (h->verbs.up)
 			busy |= reap(h, &h->verbs);
@@ -180,6 +180,7 @@ static int rang_before_sleep(struct hub *h)
 	set_sleeping(h, 1);
 	for (struct pool *p = h->pools; p && !rang; p = p->next) {
 		struct arena_hdr *ah = p->base;
+		rang = atomic_load(&ah->cell_summary) != 0;
 		for (uint32_t g = 0; g < (p->slot_hi + 4095) / 4096 && !rang; g++)
 			rang = atomic_load(&ah->summary[g]) != 0;
 	}

@@ -2,11 +2,13 @@
  * proc.c - the processes attached to the hub.
  *
  * Every process of an rshare application has one SEQPACKET connection to
- * the hub (accepted by request.c, with the kernel's word on its pid and
- * uid, which also reads and answers its requests).  A process holds references to hub sockets (the
- * ones it made, accepted, or inherited by fork); a process's connection
- * closing is its death: its references are dropped and the sockets only it
- * held are reset (or closed, after MSG_EXITING).
+ * the hub (accepted and read by ctl.c, with the kernel's word on its pid
+ * and uid; request.c answers its requests), and may have a request cell
+ * in its pool's arena (cell.c), given here.  A process holds references
+ * to hub sockets (the ones it made, accepted, or inherited by fork); a
+ * process's connection closing is its death: its references are dropped,
+ * its cell is free again, and the sockets only it held are reset (or
+ * closed, after MSG_EXITING).
  */
 #include "hub.h"
 
@@ -111,6 +113,8 @@ void proc_free(struct hub *h, struct proc *pr)
 		if (s && s->nholders && --s->nholders == 0)
 			hsock_release(h, s, !pr->exiting);
 	}
+	if (pr->pool && pr->cell)
+		pr->pool->cell_proc[pr->cell - 1] = NULL;
 	if (pr->pool) {
 		pr->pool->nprocs--;
 		pool_maybe_free(h, pr->pool);
@@ -145,6 +149,27 @@ int proc_send_reply(int fd, const struct msg_rep *rep, const int *fds, int nfds)
 	if (n == (ssize_t)sizeof(*rep))
 		return 0;
 	return n < 0 ? -errno : -EMSGSIZE;
+}
+
+/* A request cell of its pool for PR (cell.c), made idle and quiet: a
+ * process that had it before may have left it in any state. */
+int proc_cell_give(struct proc *pr)
+{
+	struct pool *p = pr->pool;
+	struct arena_hdr *ah = p->base;
+	if (pr->cell)
+		return (int)pr->cell;
+	for (uint32_t i = 0; i < ARENA_CELLS; i++) {
+		if (p->cell_proc[i])
+			continue;
+		atomic_store(&ah->cells[i].state, CELL_IDLE);
+		atomic_store(&ah->cells[i].waiters, 0);
+		atomic_fetch_and(&ah->cell_bell[i / 64], ~(1ull << (i % 64)));
+		p->cell_proc[i] = pr;
+		pr->cell = i + 1;
+		return (int)pr->cell;
+	}
+	return -ENOSPC;
 }
 
 uint64_t proc_token(void)

@@ -4,14 +4,14 @@
  * One table, indexed by the request's op: whether the op works before the
  * process is attached to a pool (HELLO, FORK, CHILD, STAT, PORTCHECK), and
  * its handler.  Any other op from a process without a pool is answered
- * -EPROTO; an op without a handler (unknown) -EINVAL.  A handler fills in
- * the reply (struct req): its status, the descriptors it carries, whether
- * it goes out at all, and the socket the process is to hold from now on
- * (LISTEN, CONNECT, ACCEPT: its slot and generation go in the reply).  A
- * descriptor that came with the request is closed afterwards unless a
- * handler kept it.  A request that is not one (its size, its op, a
- * truncated descriptor) drops the process, as does end of file.  Here too:
- * accepting the processes' connections on the hub's unix socket.
+ * -EPROTO; an op without a handler (unknown) -EINVAL.  The table also says
+ * which ops may come through a process's request cell (cell.c): those
+ * that carry no descriptor either way.  A handler fills in the reply
+ * (struct req): its status, the descriptors it carries, whether it goes
+ * out at all, and the socket the process is to hold from now on (LISTEN,
+ * CONNECT, ACCEPT: its slot and generation go in the reply).  A descriptor
+ * that came with the request is closed afterwards unless a handler kept
+ * it.  The connections themselves: ctl.c.
  */
 #include "hub.h"
 #include "procstat.h"
@@ -56,7 +56,7 @@ static int pool_reply(const struct proc *pr, struct msg_rep *rep, int fds[2])
 
 /* What is left of a stat reply goes out as the reader takes it: the hub
  * never waits on a reader, one that never reads only keeps its text. */
-static void stat_flush(struct hub *h, struct proc *pr)
+void proc_stat_flush(struct hub *h, struct proc *pr)
 {
 	while (pr->out_off < pr->out_len) {
 		size_t n = pr->out_len - pr->out_off > 32768 ? 32768 : pr->out_len - pr->out_off;
@@ -85,12 +85,12 @@ static void do_stat(struct hub *h, struct proc *pr, int json)
 	pr->out_off = 0;
 	if (!pr->out)
 		pr->out_len = 0;
-	stat_flush(h, pr);
+	proc_stat_flush(h, pr);
 }
 
 /* a process turned away because the hub has no descriptor left: counted,
  * and logged once a second at most */
-static void hub_refused(struct hub *h)
+void hub_refused(struct hub *h)
 {
 	h->procs_refused++;
 	if (hub_log_due(&h->refused_ms))
@@ -430,50 +430,72 @@ static void req_stat(struct hub *h, struct proc *pr, const struct msg_req *q, st
 	r->reply = 0;
 }
 
+static void req_cell(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	(void)q;
+	(void)h;
+	r->rep.status = proc_cell_give(pr);
+	if (r->rep.status > 0) {
+		r->rep.slot = (uint32_t)r->rep.status;
+		r->rep.status = 0;
+	}
+}
+
+/* no_pool: works before the process is attached to a pool; cell: may come
+ * through the process's request cell (cell.c): it carries no descriptor
+ * either way */
 static const struct {
-	int no_pool; /* works before the process is attached to a pool */
+	int no_pool, cell;
 	req_fn *fn;
 } req_ops[] = {
-	[MSG_HELLO] = {1, req_hello},
-	[MSG_FORK] = {1, req_fork},
-	[MSG_CHILD] = {1, req_child},
-	[MSG_LISTEN] = {0, req_listen},
-	[MSG_CONNECT] = {0, req_connect},
-	[MSG_ACCEPT] = {0, req_accept},
-	[MSG_RELEASE] = {0, req_release},
-	[MSG_SHUTDOWN] = {0, req_shutdown},
-	[MSG_STAT] = {1, req_stat},
-	[MSG_PORTCHECK] = {1, req_portcheck},
-	[MSG_POLLFD] = {0, req_pollfd},
-	[MSG_EXECED] = {0, req_execed},
-	[MSG_EXITING] = {0, req_exiting},
-	[MSG_PAIRFD] = {0, req_pairfd},
-	[MSG_TXGROW] = {0, req_txgrow},
-	[MSG_PASS] = {0, req_pass},
-	[MSG_ADOPT] = {1, req_adopt},
+	[MSG_HELLO] = {1, 0, req_hello},
+	[MSG_FORK] = {1, 0, req_fork},
+	[MSG_CHILD] = {1, 0, req_child},
+	[MSG_LISTEN] = {0, 0, req_listen},
+	[MSG_CONNECT] = {0, 1, req_connect},
+	[MSG_ACCEPT] = {0, 1, req_accept},
+	[MSG_RELEASE] = {0, 1, req_release},
+	[MSG_SHUTDOWN] = {0, 1, req_shutdown},
+	[MSG_STAT] = {1, 0, req_stat},
+	[MSG_PORTCHECK] = {1, 0, req_portcheck},
+	[MSG_POLLFD] = {0, 0, req_pollfd},
+	[MSG_EXECED] = {0, 0, req_execed},
+	[MSG_EXITING] = {0, 0, req_exiting},
+	[MSG_PAIRFD] = {0, 0, req_pairfd},
+	[MSG_TXGROW] = {0, 1, req_txgrow},
+	[MSG_PASS] = {0, 0, req_pass},
+	[MSG_ADOPT] = {1, 0, req_adopt},
+	[MSG_CELL] = {0, 0, req_cell},
 };
+
+/* The request done, its reply in r; the socket it hands out held. */
+static void answer(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
+{
+	int known = q->op < sizeof(req_ops) / sizeof(req_ops[0]);
+	if (!pr->pool && !(known && req_ops[q->op].no_pool))
+		r->rep.status = -EPROTO;
+	else if (!known || !req_ops[q->op].fn)
+		r->rep.status = -EINVAL;
+	else
+		req_ops[q->op].fn(h, pr, q, r);
+	if (r->hold) {
+		if (proc_hold(pr, r->hold->sid) < 0) {
+			hsock_release(h, r->hold, 1);
+			r->rep.status = -ENOMEM;
+		} else {
+			r->hold->nholders++;
+			r->rep.slot = r->hold->slot;
+			r->rep.gen = r->hold->gen;
+		}
+	}
+}
 
 void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 {
 	struct req r = {.reply = 1, .rfd = rfd, .closefd = -1};
-	int known = q->op < sizeof(req_ops) / sizeof(req_ops[0]), e;
+	int e;
 	h->req_pr = pr; /* a hub that dies before the reply: warden.c answers */
-	if (!pr->pool && !(known && req_ops[q->op].no_pool))
-		r.rep.status = -EPROTO;
-	else if (!known || !req_ops[q->op].fn)
-		r.rep.status = -EINVAL;
-	else
-		req_ops[q->op].fn(h, pr, q, &r);
-	if (r.hold) {
-		if (proc_hold(pr, r.hold->sid) < 0) {
-			hsock_release(h, r.hold, 1);
-			r.rep.status = -ENOMEM;
-		} else {
-			r.hold->nholders++;
-			r.rep.slot = r.hold->slot;
-			r.rep.gen = r.hold->gen;
-		}
-	}
+	answer(h, pr, q, &r);
 	if (r.rfd >= 0)
 		close(r.rfd);
 	if (r.reply && (e = proc_send_reply(pr->fd, &r.rep, r.fds, r.nfds)) < 0)
@@ -483,90 +505,16 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 		close(r.closefd);
 }
 
-void proc_event(struct hub *h, struct hub_ev *ev, uint32_t events)
+/* A request that came through a request cell (cell.c): only the ops the
+ * table lets come that way (else -EINVAL), its reply into *rep. */
+void proc_answer_cell(struct hub *h, struct proc *pr, const struct msg_req *q, struct msg_rep *rep)
 {
-	struct proc *pr = (struct proc *)ev;
-	struct msg_req q;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = &q, .iov_len = sizeof(q)};
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			   .msg_controllen = sizeof(u.buf)};
-	ssize_t n;
-	int rfd = -1;
-
-	if ((events & EPOLLOUT) && pr->out) {
-		stat_flush(h, pr);
-		if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-			return;
-	}
-	n = recvmsg(pr->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
-	if (n <= 0 || pr->stat_only) {
-		if (rfd >= 0)
-			close(rfd);
-		proc_free(h, pr);
-		return;
-	}
-	if (n != sizeof(q) || q.op == 0 || q.op > MSG_MAX || (m.msg_flags & MSG_CTRUNC)) {
-		log_warn("process %d: malformed request, dropping it", (int)pr->pid);
-		if (rfd >= 0)
-			close(rfd);
-		proc_free(h, pr);
-		return;
-	}
-	proc_request(h, pr, &q, rfd);
-}
-
-void hub_accept_proc(struct hub *h, struct hub_ev *ev, uint32_t events)
-{
-	(void)ev;
-	(void)events;
-	for (;;) {
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		struct proc *pr;
-		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && h->spare_fd >= 0) {
-			/* every descriptor is taken: the process is turned away
-			 * (its connection closes: it runs on kernel TCP), not left
-			 * to ring the listener for ever.  The kernel says EMFILE
-			 * before it looks for a connection: none may be waiting. */
-			close(h->spare_fd);
-			fd = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0)
-				close(fd);
-			h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
-				return;
-			hub_refused(h);
-			continue;
-		}
-		if (fd < 0)
-			return;
-		pr = calloc(1, sizeof(*pr));
-		if (!pr || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
-			free(pr);
-			close(fd);
-			continue;
-		}
-		pr->fd = fd;
-		pr->pid = cr.pid;
-		pr->uid = cr.uid;
-		pr->ev.fn = proc_event;
-		if (hub_watch(h, fd, EPOLLIN | EPOLLRDHUP, &pr->ev) < 0) {
-			close(fd);
-			free(pr);
-			continue;
-		}
-		pr->next = h->procs;
-		h->procs = pr;
-	}
+	struct req r = {.reply = 1, .rfd = -1, .closefd = -1};
+	if (q->op < sizeof(req_ops) / sizeof(req_ops[0]) && req_ops[q->op].cell)
+		answer(h, pr, q, &r);
+	else
+		r.rep.status = -EINVAL;
+	if (r.closefd >= 0)
+		close(r.closefd); /* (none of those ops has one) */
+	*rep = r.rep;
 }

@@ -72,7 +72,7 @@ void hub_test_request(struct hub *h, struct proc *pr, const struct msg_req *q)
 
 int hub_test_doorbells(struct hub *h, struct pool *p)
 {
-	return hub_doorbells(h, p);
+	return hub_cells(h, p) | hub_doorbells(h, p);
 }
 
 struct link *hub_test_link(struct hub *h, struct xport *xp)

@@ -19,7 +19,8 @@
  *    (resume.c) whatever the hub was doing with it (a ring position it
  *    counted but did not show is shown; bytes it sent but did not count
  *    are taken as sent when the peer has them); a request the hub had
- *    read but not answered is answered EINTR; every socket's bell is rung
+ *    read but not answered (from a connection, or a request cell: cell.c) is
+ *    answered EINTR; every socket's bell is rung
  *    (what the hub had taken from the bells and not done yet is done) and
  *    the waiters with something to take are woken; then a new hub process
  *    goes on with the same records.
@@ -219,6 +220,7 @@ static void warden_succeed(struct hub *h, pid_t dead, int st)
 	h->successions++;
 	untear(h);
 	wake_all(h);
+	hub_cells_succeed(h);
 	hub_ring_all(h);
 	if (h->verbs.up) {
 		succeed_by_exec(h);

@@ -85,6 +85,7 @@ int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds
 	 * asked of the hub any more (what this process held goes when it ends) */
 	if (cl.sandboxed)
 		return -ECONNRESET;
+	cl_cells_quiet(); /* a release left in a cell goes first */
 	if (sendfd >= 0) {
 		struct cmsghdr *c;
 		memset(&u, 0, sizeof(u));
@@ -136,7 +137,11 @@ int cl_rpc_pool(uint32_t k, struct msg_req *q, struct msg_rep *r, int sendfd, in
 	int ret, fd;
 	pthread_mutex_lock(&cl_rpc_lock);
 	fd = k < CL_POOLS ? cl.p[k].ctl_fd : -1;
-	ret = fd >= 0 ? cl_rpc_on(fd, q, r, sendfd, fds, nfds) : -ECONNRESET;
+	ret = -ENOSYS;
+	if (fd >= 0 && sendfd < 0 && !nfds && cl_cell_op(q->op))
+		ret = cl_cell_rpc(k, q, r);
+	if (ret == -ENOSYS)
+		ret = fd >= 0 ? cl_rpc_on(fd, q, r, sendfd, fds, nfds) : -ECONNRESET;
 	pthread_mutex_unlock(&cl_rpc_lock);
 	return ret;
 }

@@ -33,6 +33,7 @@ struct cl_pool {
 	uint64_t arena_bytes, id, token;
 	int ctl_fd;         /* this process's connection to the hub in the pool */
 	int evfd;           /* the pool's doorbell kick */
+	int cell;           /* its request cell + 1; 0: not asked yet, -1: none (cell.c) */
 };
 
 struct cl_state {

@@ -75,6 +75,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	vs_fork_child();
+	cl_cells_forget();
 	cl.pid = getpid();
 	for (uint32_t k = 0; k < CL_POOLS && cl.attached > 0; k++) {
 		struct msg_req q = {.op = MSG_CHILD, .pid = getpid()};

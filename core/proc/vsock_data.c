@@ -64,14 +64,6 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 	return cl_hub_dead() ? -ECONNRESET : 0;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 /* Adaptive waiting: spin for the counter to leave old (or the hub to
  * signal anything), giving the CPU to others now and then; 1 when

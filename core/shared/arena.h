@@ -5,7 +5,7 @@
  * creates the arena (a memfd), hands it to the pool's first process, and is
  * the only allocator of what lies in it: socket slots and the bytes of their
  * rings.  Layout: header (with the doorbell bitmap, the ring from the pool
- * to the hub), the slot array, then ring bytes.
+ * to the hub, and the request cells), the slot array, then ring bytes.
  *
  * Who writes what (everything else in a slot is plain data written once by
  * the hub before the slot is handed out):
@@ -14,9 +14,14 @@
  *   both:    rx_sig, tx_blk (readiness hints, see core/hub/ready.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
  *            flags bits, addresses, ring geometry, pair_*, gen
+ * A request cell (struct arena_cell) is one process's way to the hub for
+ * the requests that carry no descriptor: the process writes the request
+ * and sets CELL_POSTED, the hub sets CELL_TAKEN, answers, and sets
+ * CELL_DONE (core/hub/cell.c, core/proc/cell.c).
  * The hub never trusts a value a process writes: counters are checked with
- * ring_sane(), indices against nslots, and geometry is taken from the hub's
- * own records, not read back.
+ * ring_sane(), indices against nslots, geometry is taken from the hub's
+ * own records, not read back, and a cell's owner is the hub's record of
+ * which process it gave the cell to, never anything read from the cell.
  */
 #ifndef RSHARE_ARENA_H
 #define RSHARE_ARENA_H
@@ -27,10 +32,11 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "msg.h"
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 6
+#define ARENA_VERSION 7
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -40,6 +46,10 @@
 #define ARENA_MIN_RING 4096u
 #define ARENA_MAX_RING (4u << 20)
 #define ARENA_DEFAULT_RING (128u << 10)
+/* request cells: one a process, for the first ARENA_CELLS processes of a
+ * pool at a time (the others ask over their unix connection only) */
+#define ARENA_CELLS 1024u
+#define ARENA_CELL_WORDS (ARENA_CELLS / 64)
 
 enum slot_state {
 	SLOT_FREE = 0,
@@ -120,6 +130,18 @@ struct arena_slot {
 	struct slot_opts opts;
 } __attribute__((aligned(64)));
 
+/* A request cell: the futex word `state` goes IDLE (or DONE) -> POSTED
+ * (the process, once req is written) -> TAKEN (the hub, before it reads
+ * req) -> DONE (the hub, once rep is written; also for a request that asks
+ * no answer).  A process waits for DONE in `waiters` only while asleep. */
+enum cell_state { CELL_IDLE = 0, CELL_POSTED, CELL_TAKEN, CELL_DONE };
+struct arena_cell {
+	_Atomic uint32_t state;
+	_Atomic uint32_t waiters;
+	struct msg_req req;
+	struct msg_rep rep;
+} __attribute__((aligned(64)));
+
 struct arena_hdr {
 	uint64_t magic;
 	uint32_t version;
@@ -135,6 +157,10 @@ struct arena_hdr {
 	 * summary, so that the hub reads only the words that rang */
 	_Atomic uint64_t summary[ARENA_SUMMARY_WORDS] __attribute__((aligned(64)));
 	_Atomic uint64_t doorbell[ARENA_DOORBELL_WORDS] __attribute__((aligned(64)));
+	/* the cells' bells: a bit per cell, and a bit per word of them */
+	_Atomic uint64_t cell_summary __attribute__((aligned(64)));
+	_Atomic uint64_t cell_bell[ARENA_CELL_WORDS];
+	struct arena_cell cells[ARENA_CELLS];
 };
 
 static inline struct arena_slot *arena_slot(void *base, uint32_t i)
@@ -156,6 +182,15 @@ static inline int arena_ring(void *base, uint32_t i, uint32_t op)
 	atomic_fetch_or_explicit(&s->pending_ops, op, memory_order_release);
 	atomic_fetch_or_explicit(&h->doorbell[i / 64], 1ull << (i % 64), memory_order_seq_cst);
 	atomic_fetch_or_explicit(&h->summary[i / 4096], 1ull << (i / 64 % 64), memory_order_seq_cst);
+	return atomic_load_explicit(&h->hub_sleeping, memory_order_seq_cst) != 0;
+}
+
+/* Ring cell I's bell; returns nonzero when the hub sleeps and needs a kick. */
+static inline int arena_ring_cell(void *base, uint32_t i)
+{
+	struct arena_hdr *h = base;
+	atomic_fetch_or_explicit(&h->cell_bell[i / 64], 1ull << (i % 64), memory_order_seq_cst);
+	atomic_fetch_or_explicit(&h->cell_summary, 1ull << (i / 64), memory_order_seq_cst);
 	return atomic_load_explicit(&h->hub_sleeping, memory_order_seq_cst) != 0;
 }
 

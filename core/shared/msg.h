@@ -5,7 +5,10 @@
  * network namespace (abstract unix name "rshare-hub").  It carries requests
  * that need the hub's answer (set up, accept, release a socket); data never
  * crosses it.  The connection's end tells the hub the process is gone.
- * Data-path requests go through the arena's doorbell instead.
+ * Data-path requests go through the arena's doorbell instead, and the
+ * requests that carry no descriptor (CONNECT, ACCEPT, RELEASE, SHUTDOWN,
+ * TXGROW) through the process's request cell in the arena when it has one
+ * (MSG_CELL, arena.h): the same struct msg_req and struct msg_rep.
  */
 #ifndef RSHARE_MSG_H
 #define RSHARE_MSG_H
@@ -14,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
+#include "addr.h"
 
 #define HUB_SOCK_NAME "rshare-hub"
 
@@ -67,7 +70,9 @@ enum msg_op {
 			   eventfd (as HELLO's) when it has MSG_ADOPT_JOINED;
 			   -EXDEV with pool_id = the socket's pool when this
 			   connection's process is in another pool */
-	MSG_MAX = MSG_ADOPT
+	MSG_CELL,       /* a request cell in the pool of the connection: reply
+			   slot = its index + 1, or status -ENOSPC (none free) */
+	MSG_MAX = MSG_CELL
 };
 
 #define MSG_ADOPT_LISTENER 1

@@ -82,6 +82,16 @@ static inline int sys_dup3(int o, int n, int f) { return (int)syscall(SYS_dup3, 
 static inline ssize_t sys_recv_now(int fd, void *b, size_t n) { return syscall(SYS_recvfrom, fd, b, n, MSG_DONTWAIT, NULL, NULL); }
 static inline ssize_t sys_send_now(int fd, const void *b, size_t n) { return syscall(SYS_sendto, fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0); }
 
+/* a pause in a spin loop */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 static inline long sys_futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);

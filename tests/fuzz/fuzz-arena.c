@@ -15,7 +15,9 @@
  *   0/1  write v (8 bytes) / x (4 bytes) into the slot of socket[idx] at
  *        offset (a | b << 8) mod the slot size
  *   2    write v into the arena header at offset (a | b << 8) mod its size
- *        (nslots, slots_off, data_off, doorbell words, hub_sleeping...);
+ *        (nslots, slots_off, data_off, doorbell words, hub_sleeping, the
+ *        first request cells: each process has one, and its requests are
+ *        answered with the doorbells);
  *        with FUZZ_ARENA_KEEP_LAYOUT set in the environment, the layout
  *        fields (magic .. data_off) are left alone, to look past a known bug
  *        there (tests/fuzz/crashes/fuzz-arena-slots-off)

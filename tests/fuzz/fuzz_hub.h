@@ -285,8 +285,11 @@ static inline struct proc *fh_new_proc(struct pool *p)
 	if (fh.nprocs == FH_MAX_PROCS)
 		return NULL;
 	pr = hub_test_proc(fh.h, p);
-	if (pr)
+	if (pr) {
+		struct msg_req q = {.op = MSG_CELL}; /* its request cell: the arena's scribbles reach it */
+		hub_test_request(fh.h, pr, &q);
 		fh.procs[fh.nprocs++] = pr;
+	}
 	return pr;
 }
 
