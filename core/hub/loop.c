@@ -149,22 +149,29 @@ void hub_batch_end(struct hub *h)
 	hub_free_deferred(h);
 }
 
+static int xp_batch(struct xport *xp, int on)
+{
+	return xp->up && xp->ops->batch ? xp->ops->batch(xp, on) : 0;
+}
+
 /* Doorbells, completions and links with room again, until none has work
  * or HUB_DRAIN_ROUNDS went by (so that a process ringing in a loop never
  * keeps the hub from its requests and links); returns when it last found
- * some. */
+ * some.  What a pass posts leaves at its end, together (xport batch). */
 #define HUB_DRAIN_ROUNDS 64
 static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 {
 	int busy, rounds = 0;
 	do {
 		busy = 0;
+		xp_batch(&h->soft, 1);
 		for (struct pool *p = h->pools; p; p = p->next)
 			busy |= hub_cells(h, p) | hub_doorbells(h, p);
 		busy |= reap(h, &h->soft);
 		if (h->verbs.up)
 			busy |= reap(h, &h->verbs);
 		busy |= hub_run_writable(h);
+		busy |= xp_batch(&h->soft, 0);
 		if (busy)
 			last_work = hub_now_ns();
 	} while (busy && ++rounds < HUB_DRAIN_ROUNDS);

@@ -15,8 +15,10 @@
  * completion queue that the hub polls.
  *
  * This file posts: frames are queued on the link's outgoing stream and
- * handed to the kernel as the socket takes them (soft_flush); it keeps the
- * completion queue and holds the ops table.  soft_rx.c reads and parses
+ * handed to the kernel as the socket takes them (soft_flush), at once, or
+ * at the end of the hub's pass over its doorbells and completions when it
+ * batches (soft_batch: one send a link for all the pass's frames); it
+ * keeps the completion queue and holds the ops table.  soft_rx.c reads and parses
  * the incoming stream, soft_conn.c sets links up (soft.h between).
  */
 #include <errno.h>
@@ -166,9 +168,28 @@ static int post_frame(struct soft_link *sl, const struct wire_frame *f, const st
 	sl->queued += len;
 	if (wc && pend_push(sl, wc) < 0)
 		return -ENOMEM;
-	if (!sl->connecting)
+	if (!sl->connecting && !sl->sx->batch)
 		soft_flush(sl);
 	return 0;
+}
+
+/* Within one pass of the hub's, the frames of all its posts leave in one
+ * send a link (and one look at what the kernel acknowledged) at its end. */
+static int soft_batch(struct xport *xp, int on)
+{
+	struct soft *sx = xp->priv;
+	int any = 0;
+	sx->batch = on;
+	if (on)
+		return 0;
+	for (struct soft_link *sl = sx->links, *next; sl; sl = next) {
+		next = sl->next;
+		if (!sl->closed && !sl->connecting && sl->olen > sl->ooff) {
+			soft_flush(sl);
+			any = 1;
+		}
+	}
+	return any;
 }
 
 static int soft_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
@@ -349,4 +370,5 @@ const struct xport_ops xport_soft_ops = {
 	.post_recv = soft_post_recv,
 	.poll_cq = soft_poll_cq,
 	.listener = soft_listener,
+	.batch = soft_batch,
 };

@@ -58,6 +58,7 @@ struct soft {
 	struct xwc *cq;
 	uint32_t cq_head, cq_n, cq_cap;
 	struct soft_link *links;
+	int batch;        /* frames queue until the hub's pass ends (soft_batch) */
 };
 
 static inline struct soft_link *SL(struct xlink *l) { return l->xpriv; }

@@ -100,6 +100,11 @@ struct xport_ops {
 	/* optional: its listener, which a restart keeps open for the next hub
 	 * (init takes it up again: hub_kept_listener), -1: none */
 	int (*listener)(struct xport *xp);
+	/* optional: on 1, what is posted from now on may wait in the
+	 * transport; on 0, it all leaves now (the hub brackets each pass over
+	 * its doorbells and completions so; a lone post is never held past
+	 * its pass).  Returns whether anything left. */
+	int (*batch)(struct xport *xp, int on);
 };
 
 struct xport {
