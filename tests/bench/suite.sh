@@ -928,7 +928,11 @@ tables() {
 	target "same-node round trip, $(human "$(bytes "$t_rtt")") median" "rttm_$t_rtt" rshare-local tcp-lo "<=" 0.25 us
 	target "same-node stream, 64 KiB writes" st_64K rshare-local tcp-lo ">=" 2 MB/s
 	target "connections/s, one node" conn rshare-local tcp-lo ">=" 3 /s
-	target "connections/s, across namespaces" conn rshare-soft tcp-ns ">=" 3 /s
+	target "connections/s, across namespaces" conn rshare-soft tcp-ns ">=" 1 /s
+	target "soft stream, 64 KiB writes, across namespaces" st_64K rshare-soft tcp-ns ">=" 0.8 MB/s
+	for c in $grid; do
+		target "soft message rate, $c" "mr_$c" rshare-soft tcp-ns ">=" 1 msgs/s
+	done
 	target "verbs connections/s" conn rshare-verbs rsockets ">=" 20 /s
 	target "verbs round trip, $(human "$(bytes "$t_rtt")") median" "rttm_$t_rtt" rshare-verbs rsockets "<=" 1.3 us
 	echo
