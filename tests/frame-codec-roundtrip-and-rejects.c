@@ -238,6 +238,12 @@ static struct wire_ctl ctl_of(uint8_t op)
 		c.reason = RESUME_HAVE_FIN;
 		wire_resume_put(&c, 0x1111222233334444ull, 0x5555666677778888ull, 0x99990000aaaabbbbull);
 		break;
+	case CTL_PLACED:
+		c.dst = 0x00a0000a;
+		c.src = 0x00b0000b;
+		c.val = 0x7f0012345fc0ull;
+		c.rkey = 0x4321;
+		break;
 	default:
 		c.dst = 0x00400004;
 	}
@@ -391,6 +397,11 @@ static void ctl_reject_cases(void)
 	c = ctl_of(CTL_RESUME); c.ring = 3; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_RESUME); c.reason = 2; ctl_put(&c); REJECT(dec_ctl);
 	resume_positions_and_ring();
+	/* PLACED: both ids, an address and a key */
+	c = ctl_of(CTL_PLACED); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_PLACED); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_PLACED); c.val = 0; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_PLACED); c.rkey = 0; ctl_put(&c); REJECT(dec_ctl);
 	/* ACCEPT: both ids needed */
 	c = ctl_of(CTL_ACCEPT); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_ACCEPT); c.src = 0; ctl_put(&c); REJECT(dec_ctl);

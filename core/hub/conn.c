@@ -264,6 +264,41 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 
 /* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
  * named: its socket, its ring and (verbs) the ring's address and key. */
+/* verbs: s's placed-tail word (arena.h), registered for the peer's hub to
+ * write the end of its writes to, and told to it (PLACED, which may go
+ * before our ACCEPT); the rings of both directions are number 1 now.
+ * Without it (soft; a registration that failed) the reader learns of data
+ * from its hub alone, as before. */
+static void placed_offer(struct hub *h, struct hsock *s)
+{
+	struct wire_ctl c = {.op = CTL_PLACED, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
+	uint64_t off;
+	uint32_t unused;
+	s->rx_ring_no = s->peer_ring_no = 1;
+	if (!(s->link->x.xp->ops->flags & XP_PLACED) || !s->as || !h->placed_tails)
+		return;
+	off = (uint64_t)((uint8_t *)&s->as->rx_placed - (uint8_t *)s->pool->base);
+	if (pool_keys(h, s->pool, off, sizeof(s->as->rx_placed), 1, &unused, &s->placed_rkey) < 0) {
+		s->placed_rkey = 0;
+		return;
+	}
+	atomic_store(&s->as->rx_placed_tag, placed_tag(c.src, s->rx_ring_no));
+	c.val = (uint64_t)(uintptr_t)&s->as->rx_placed;
+	c.rkey = s->placed_rkey;
+	link_send_ctl(s->link, &c, 0);
+}
+
+void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
+{
+	if (!(l->x.xp->ops->flags & XP_PLACED)) {
+		h->malformed++;
+		hub_link_fail(&l->x, "PLACED on a transport that places nothing");
+		return;
+	}
+	s->peer_placed_raddr = c->val;
+	s->peer_placed_rkey = c->rkey;
+}
+
 static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
 {
 	s->state = HS_ESTABLISHED;
@@ -275,6 +310,7 @@ static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
 	s->counted = 1;
 	l->conns++;
 	l->conns_total++;
+	placed_offer(the_hub, s);
 }
 
 static void accepted_addrs(struct hsock *s, struct hsock *ls, const struct wire_ctl *c);

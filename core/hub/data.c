@@ -8,6 +8,8 @@
  * a link without room puts the socket on its txwait list.  FIN follows the
  * last byte.  An incoming write must be the next bytes of the stream and
  * within the credit this side gave (rx_check), else the link is dropped.
+ * On verbs, the end of each pass's writes follows them as a placed tail
+ * (arena.h), so that a reader that polls need not wait for its hub.
  * A same-node socket's data moves without the hub: a doorbell of its is a
  * wake-up of the other socket.
  */
@@ -50,10 +52,23 @@ static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n, uint32_t *rke
 	return raddr + at;
 }
 
+/* verbs: where the writes of s now end, into the peer socket's placed-tail
+ * word, after them on the link, tagged with the number of the peer's ring
+ * the last byte went to (the one before the switch for a byte below it). */
+static void placed_post(struct hub *h, struct hsock *s)
+{
+	struct link *l = s->link;
+	uint32_t no = s->peer_ring_no - (s->tx_posted <= s->peer_switch_at);
+	uint64_t v = (uint64_t)placed_tag(s->peer, no) << PLACED_POS_BITS | (s->tx_posted & PLACED_POS_MASK);
+	if (l->x.xp->ops->post_placed &&
+	    l->x.xp->ops->post_placed(&l->x, s->peer_placed_raddr, s->peer_placed_rkey, v) == 0)
+		h->placed_sent++;
+}
+
 void hsock_tx(struct hub *h, struct hsock *s)
 {
 	struct link *l = s->link;
-	uint64_t tail, ring = s->peer_ring;
+	uint64_t tail, ring = s->peer_ring, posted0 = s->tx_posted;
 	uint8_t *base;
 	if (s->lp) {
 		hsock_local_wake(h, s, 0);
@@ -102,6 +117,8 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		s->tx_posted += n;
 		l->msgs_tx++;
 	}
+	if (s->tx_posted != posted0 && s->peer_placed_rkey)
+		placed_post(h, s);
 	if (s->fin_pending && !s->fin_sent && s->tx_posted == s->fin_at) {
 		struct wire_ctl c = {.op = CTL_FIN, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
 		s->fin_sent = 1;
@@ -111,7 +128,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 
 void hsock_credit(struct hub *h, struct hsock *s)
 {
-	uint64_t head;
+	uint64_t head, seen;
 	struct wire_ctl c = {.op = CTL_CREDIT};
 	if (s->lp) {
 		hsock_local_wake(h, s, 1);
@@ -119,7 +136,9 @@ void hsock_credit(struct hub *h, struct hsock *s)
 	}
 	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP || s->resuming)
 		return;
-	head = ring_load(&s->as->rx.head);
+	head = hsock_rx_head(s, &seen);
+	if (seen != head)
+		s->credit_later = 1; /* read past rx_tail: the rest when it moves (route.c) */
 	if (!ring_sane(head, s->rx_tail, hsock_rx_room(s)) || head <= s->credit_sent)
 		return; /* nothing new, or a process scribbling on its own ring */
 	s->credit_sent = head;
@@ -165,7 +184,12 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 		return NULL;
 	}
 	if (hsock_drops_data(s)) {
-		/* data after our close: the kernel answers with RST */
+		/* data after our close: the kernel answers with RST; but not
+		 * bytes the reader took by a placed tail before it closed */
+		if (pos == s->rx_expect && pos + len <= s->rx_read_ahead) {
+			s->rx_expect += len;
+			return NULL;
+		}
 		if (s->state != HS_CLOSED)
 			hsock_send_reset(s);
 		return NULL;

@@ -244,6 +244,14 @@ struct hsock {
 	 * go to the old ring, which the peer keeps until then (resume.c) */
 	uint64_t peer_old_raddr, peer_switch_at;
 	uint32_t peer_old_ring, peer_old_rkey;
+	/* verbs, placed tails (data.c): where the peer's socket takes the end
+	 * of our writes (its CTL_PLACED; key 0: nowhere) and the number of the
+	 * peer's ring we write to; ours: our word's key and our ring's number */
+	uint64_t peer_placed_raddr;
+	uint32_t peer_placed_rkey, peer_ring_no, placed_rkey, rx_ring_no;
+	/* the reader's head when it read past rx_tail (a placed tail) and then
+	 * closed: the writes that land up to it are no data after the close */
+	uint64_t rx_read_ahead;
 	uint64_t idle_rx, idle_tx;  /* rx_tail and tx_posted at the last idle look (resize.c) */
 	uint64_t punch_tail;        /* same node: the tail its direction was last punched at */
 	uint64_t tx_watch_head, tx_watch_ms; /* a nonblocking writer's full ring: since when, and where */
@@ -272,7 +280,8 @@ struct hsock {
 		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
 		redial : 1,         /* connecting: its CONNECT went with a lost link, sent again soon */
 		torn : 1,           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
-		rekeyed : 1;        /* verbs: its rings' keys were taken again by a new hub (resume.c) */
+		rekeyed : 1,        /* verbs: its rings' keys were taken again by a new hub (resume.c) */
+		credit_later : 1;   /* the reader was past rx_tail when it asked credit: ask again at the next write */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
@@ -427,6 +436,9 @@ struct hub {
 	 * request is being answered (NULL between them), for the warden */
 	uint64_t cell_requests;
 	struct arena_cell *req_cell;
+	/* data.c: placed tails written to peers (verbs); on with RSHARE_PLACED=1 */
+	uint64_t placed_sent;
+	int placed_tails;
 	int no_warden;              /* --no-warden */
 	int handing_over;           /* links are let go by a restart or a successor: soft ones are read to their end */
 };
@@ -641,6 +653,7 @@ void hsock_redial(struct hub *h, struct hsock *s); /* its CONNECT again, on a ne
 void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_refuse(struct hub *h, struct hsock *s);
+void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 /* close.c */
 void hsock_release(struct hub *h, struct hsock *s, int abort);
 /* data.c */
@@ -678,6 +691,19 @@ static inline uint64_t hsock_rx_room(const struct hsock *s)
 	return s->rx_room > s->rx_size ? s->rx_room : s->rx_size;
 }
 void hsock_rx_credited(struct hub *h, struct hsock *s); /* a CREDIT went out: grow? */
+/* The reader's head as the hub counts it: never past rx_tail.  On verbs a
+ * reader may be past it, having read what a placed tail (arena.h) showed
+ * before the write's completion came here; those bytes count when it
+ * does.  *SEEN (if not NULL): the head as the reader left it. */
+static inline uint64_t hsock_rx_head(const struct hsock *s, uint64_t *seen)
+{
+	uint64_t head = ring_load(&s->as->rx.head);
+	if (seen)
+		*seen = head;
+	if (head > s->rx_tail && head - s->rx_tail <= hsock_rx_room(s))
+		return s->rx_tail;
+	return head;
+}
 void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_peer_switch(struct hsock *s);

@@ -478,6 +478,8 @@ int hub_main(int argc, char **argv)
 	h->lim_pools = cf.uid_pools ? cf.uid_pools : HUB_UID_POOLS;
 	h->lim_socks = cf.uid_sockets ? cf.uid_sockets : HUB_UID_SOCKETS;
 	h->lim_bytes = cf.uid_memory;
+	/* off unless asked: under Soft-RoCE the extra write costs more than it saves */
+	h->placed_tails = getenv("RSHARE_PLACED") && !strcmp(getenv("RSHARE_PLACED"), "1");
 	the_hub = h;
 	r = hub_options(h, argc, argv, &port, &daemon_mode);
 	if (r)

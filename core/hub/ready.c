@@ -151,7 +151,7 @@ void hpoll_reflect(struct hsock *s)
 	/* the process's counters are hints here, nothing is indexed by them */
 	rx_tail = ring_load(&hsock_ring(s, 0)->tail);
 	rx_head = ring_load(&hsock_ring(s, 0)->head);
-	readable = rx_tail != rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
+	readable = rx_tail > rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
 	if ((readable && !atomic_exchange(&as->rx_sig, 1)) || rx_tail != s->poll_rx_tail) {
 		atomic_store(&as->rx_sig, 1);
 		s->poll_rx_tail = rx_tail;

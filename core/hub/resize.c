@@ -243,6 +243,10 @@ static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
 	s->rx_next_off = s->rx_next_size = 0;
 	as->rx.off = s->rx_off;
 	__atomic_store_n(&as->rx.size, s->rx_size, __ATOMIC_RELEASE);
+	/* the placed tails the reader takes now are the new ring's */
+	s->rx_ring_no++;
+	if (s->placed_rkey)
+		atomic_store(&as->rx_placed_tag, placed_tag(tag_imm(s->sid, s->gen), s->rx_ring_no));
 	gate_give(&as->rx_hold);
 	if (s->rx_size > hsock_ring_home(s))
 		resized_add(h, s);
@@ -334,7 +338,7 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
  * until the connection idles. */
 void hsock_rx_credited(struct hub *h, struct hsock *s)
 {
-	uint64_t head = ring_load(&s->as->rx.head), now, rate;
+	uint64_t head = hsock_rx_head(s, NULL), now, rate;
 	if (s->rx_limited && s->rx_size < ARENA_DEFAULT_RING && ARENA_DEFAULT_RING <= h->rx_max) {
 		/* a ring below the kernel's default (verbs: it starts small) goes
 		 * there the first time the peer ran out of credit */
@@ -453,6 +457,7 @@ void hsock_peer_switch(struct hsock *s)
 	s->peer_old_ring = s->peer_ring;
 	s->peer_old_rkey = s->peer_rkey;
 	s->peer_switch_at = s->tx_posted;
+	s->peer_ring_no++;
 	s->peer_ring = s->peer_next_ring;
 	s->peer_raddr = s->peer_next_raddr;
 	s->peer_rkey = s->peer_next_rkey;

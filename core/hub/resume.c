@@ -90,6 +90,10 @@ int hsock_suspend(struct hub *h, struct hsock *s, struct link *l)
 	if (!s->susp_ms)
 		s->susp_ms = hub_now_ms();
 	s->peer_next = 0; /* the peer's RING not yet switched to: it never will be */
+	/* no placed tails after a lost link: the peer's hub, or its word's
+	 * registration, may be another by then (what a reader took by one
+	 * comes again, the same bytes, and counts then) */
+	s->peer_placed_rkey = 0;
 	if (s->rx_expect > s->rx_tail && s->as) {
 		/* placed, their completions gone with the link: count them */
 		s->rx_tail = s->rx_expect;
@@ -269,7 +273,7 @@ static int attach(struct hub *h, struct hsock *s, struct link *l)
 	l->conns++;
 	l->conns_total++;
 	s->rx_expect = s->rx_tail;
-	head = s->as ? ring_load(&s->as->rx.head) : s->rx_tail;
+	head = s->as ? hsock_rx_head(s, NULL) : s->rx_tail;
 	if (ring_sane(head, s->rx_tail, s->rx_size) && head > s->credit_sent)
 		s->credit_sent = head;
 	send_resume(s);
@@ -333,7 +337,7 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 	if (s->susp_placed && done > s->rx_tail) {
 		/* its writes that completed are in our ring: the tail moves
 		 * over them, and what it writes next follows them */
-		uint64_t d = done - s->rx_tail, rh = s->as ? ring_load(&s->as->rx.head) : s->rx_tail;
+		uint64_t d = done - s->rx_tail, rh = s->as ? hsock_rx_head(s, NULL) : s->rx_tail;
 		if (done - rh > hsock_rx_room(s))
 			return -1;
 		s->rx_tail += d;

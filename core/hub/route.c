@@ -108,6 +108,9 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	case CTL_RING_ACK:
 		hsock_on_ring_ack(h, l, s, &c);
 		break;
+	case CTL_PLACED:
+		hsock_on_placed(h, l, s, &c);
+		break;
 	}
 }
 
@@ -165,6 +168,11 @@ static void route_recv_imm(struct hub *h, struct link *wl, const struct xwc *wc)
 	 * shows once the reader is there too (resize.c) */
 	if (!s->rx_switch || (wl->x.xp->ops->flags & XP_POSITIONAL))
 		ring_store(&s->as->rx.tail, s->rx_tail);
+	if (s->credit_later) {
+		/* the reader asked credit for bytes read by a placed tail */
+		s->credit_later = 0;
+		hsock_credit(h, s);
+	}
 	s->bytes_rx += wc->byte_len;
 	s->cq_recv++;
 	hsock_touched(h, s);

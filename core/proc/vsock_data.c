@@ -75,9 +75,9 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 static __thread uint64_t spin_budget;
 static __thread unsigned spin_waits;
 
-static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old)
+static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old, _Atomic uint64_t *alt)
 {
-	uint64_t end = 0, floor = cl.spin_ns / 16, b;
+	uint64_t end = 0, floor = cl.spin_ns / 16, b, alt_old = alt ? atomic_load(alt) : 0;
 	if (!cl.spin_ns)
 		return 0;
 	if (spin_budget < floor || spin_budget > cl.spin_ns)
@@ -85,7 +85,7 @@ static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr,
 	/* every 16th wait tries the whole time: the other side may be quick again */
 	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
 	for (unsigned i = 1;; i++) {
-		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq) {
+		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq || (alt && atomic_load(alt) != alt_old)) {
 			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
 			return 1;
 		}
@@ -294,7 +294,7 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 			vs_tx_settle(x->slot, as);
 		return 1;
 	}
-	if (spin_ring(as, seq, &v->c->head, head) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
+	if (spin_ring(as, seq, &v->c->head, head, NULL) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	if (xfer_left(x, &left)) {
 		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
@@ -434,7 +434,9 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	struct vring *v = &x->v;
 	int err;
 	uint64_t left = 0;
-	if (spin_ring(as, seq, &v->c->tail, tail) || (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
+	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
+	 * first; the counter's moves since come with a wake_seq past seq */
+	if (spin_ring(as, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) || (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
 	if (xfer_left(x, &left)) {
 		if (!x->total)
@@ -475,7 +477,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 			break;
 		}
 		head = atomic_load_explicit(&x.v.c->head, memory_order_relaxed);
-		tail = ring_load(&x.v.c->tail);
+		tail = vring_tail(&x.v, head);
 		/* same node: the ring may have grown (its writer asked); a tail
 		 * past the old bytes comes with the new geometry, seen here */
 		if (x.v.d && __builtin_expect(__atomic_load_n(&as->rx.size, __ATOMIC_ACQUIRE) != x.v.size, 0))
@@ -497,7 +499,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 			break;
 	}
 	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0 &&
-	    ring_load(&x.v.c->tail) == atomic_load_explicit(&x.v.c->head, memory_order_relaxed))
+	    vring_tail(&x.v, atomic_load_explicit(&x.v.c->head, memory_order_relaxed)) ==
+		    atomic_load_explicit(&x.v.c->head, memory_order_relaxed))
 		vs_rx_settle(slot, as);
 	pthread_mutex_unlock(&as->rx_lock);
 	return x.total ? (ssize_t)x.total : x.ret;

@@ -129,6 +129,7 @@ struct vring {
 	uint8_t *base;        /* the bytes */
 	uint64_t size;
 	struct pair_dir *d;   /* same node: the wake-up words; else NULL */
+	struct arena_slot *as;
 };
 
 /* The receive (tx 0) or send ring of a slot; -1 when a same-node
@@ -140,6 +141,7 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
 	uint64_t key;
 	uint8_t *b;
 	v->g = r;
+	v->as = as;
 	v->size = __atomic_load_n(&r->size, __ATOMIC_ACQUIRE); /* then its place (pair.c) */
 	if (!seg) {
 		v->c = r;
@@ -162,9 +164,21 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
  * (only the other side of a same-node connection could write those).  A
  * same-node ring may have grown since v was taken: its size is read again
  * after the counters, so a tail past the old size is not taken for one. */
+/* The tail of v as its reader may take it, its head at HEAD: the counter,
+ * or, on a link's receive ring (verbs), the placed tail past it (arena.h)
+ * when that is within the ring past HEAD. */
+static inline uint64_t vring_tail(const struct vring *v, uint64_t head)
+{
+	uint64_t t = ring_load(&v->c->tail), p;
+	if (v->d || v->c != &v->as->rx)
+		return t;
+	p = placed_end(v->as, t, v->size);
+	return p - head <= v->size ? p : t;
+}
+
 static inline uint64_t vring_used(const struct vring *v)
 {
-	uint64_t used = ring_load(&v->c->tail) - ring_load(&v->c->head);
+	uint64_t head = ring_load(&v->c->head), used = vring_tail(v, head) - head;
 	uint64_t size = v->d ? __atomic_load_n(&v->g->size, __ATOMIC_ACQUIRE) : v->size;
 	return used > size ? 0 : used;
 }

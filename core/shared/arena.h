@@ -13,7 +13,8 @@
  *            bits SLOTF_NONBLOCK, rx_credit_mark, the two locks, opts
  *   both:    rx_sig, tx_blk (readiness hints, see core/hub/ready.c)
  *   hub:     tx.head, rx.tail, state, error, wake_seq, acceptq, the other
- *            flags bits, addresses, ring geometry, pair_*, gen
+ *            flags bits, addresses, ring geometry, pair_*, gen, rx_placed_tag
+ *   the peer's hub (verbs, an RDMA WRITE): rx_placed, alone in its line
  * A request cell (struct arena_cell) is one process's way to the hub for
  * the requests that carry no descriptor: the process writes the request
  * and sets CELL_POSTED, the hub sets CELL_TAKEN, answers, and sets
@@ -26,6 +27,7 @@
 #ifndef RSHARE_ARENA_H
 #define RSHARE_ARENA_H
 
+#include <endian.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,7 +38,7 @@
 #include "ring.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 7
+#define ARENA_VERSION 8
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -128,7 +130,46 @@ struct arena_slot {
 	 * (tx_hold), then moves the ring only if the process is not in */
 	_Atomic uint32_t rx_in, rx_hold, tx_in, tx_hold;
 	struct slot_opts opts;
+	/* verbs: which ring the receive geometry is, as the tag the peer's
+	 * placed tails for it carry (placed_tag()) */
+	_Atomic uint32_t rx_placed_tag;
+	/* verbs: where the peer's last write ended, written by the peer's hub
+	 * with an RDMA WRITE after the write's bytes (RC places them in
+	 * order), so that a reader that polls sees data before its own hub
+	 * has looked: PLACED_POS_BITS of stream position under the ring's tag.
+	 * The peer can write this line only (its own registration), and the
+	 * reader believes it only within its ring's window past the hub's
+	 * tail (core/proc/vsock_int.h: vring_tail) */
+	_Atomic uint64_t rx_placed __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
+
+/* A placed tail: the low PLACED_POS_BITS of the position, the ring's tag
+ * above them.  The tag names the connection's receiving socket and its
+ * ring's number (1 at the start, one more at every switch of the ring), so
+ * that a tail for a ring the reader has not moved to yet, or a late one
+ * for an earlier connection of the slot, is not taken for this ring's. */
+#define PLACED_POS_BITS 48
+#define PLACED_POS_MASK ((1ull << PLACED_POS_BITS) - 1)
+static inline uint32_t placed_tag(uint32_t imm, uint32_t ring_no)
+{
+	return ((imm * 2654435761u) >> 16 ^ ring_no) & 0xffffu;
+}
+
+/* Where the placed tail of slot AS ends, for a ring of SIZE whose bytes up
+ * to BASE are known to be there: at most SIZE past BASE, and BASE when the
+ * word is another ring's, older, or nonsense. */
+static inline uint64_t placed_end(struct arena_slot *as, uint64_t base, uint64_t size)
+{
+	uint32_t tag = atomic_load_explicit(&as->rx_placed_tag, memory_order_relaxed);
+	uint64_t w, d;
+	if (!tag)
+		return base; /* none (soft, same node, or off) */
+	w = be64toh(atomic_load_explicit(&as->rx_placed, memory_order_acquire));
+	if ((uint32_t)(w >> PLACED_POS_BITS) != tag)
+		return base;
+	d = (w - base) & PLACED_POS_MASK;
+	return d <= size ? base + d : base;
+}
 
 /* A request cell: the futex word `state` goes IDLE (or DONE) -> POSTED
  * (the process, once req is written) -> TAKEN (the hub, before it reads

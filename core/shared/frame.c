@@ -110,6 +110,12 @@ static int ring_size_ok(uint32_t r)
 	return r >= ARENA_MIN_RING && r <= ARENA_MAX_RING && (r & (r - 1)) == 0;
 }
 
+/* the ops that carry a memory key (verbs) */
+static int op_keyed(uint8_t op)
+{
+	return op == CTL_CONNECT || op == CTL_ACCEPT || op == CTL_RING || op == CTL_RESUME || op == CTL_PLACED;
+}
+
 int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const char **why)
 {
 	*why = NULL;
@@ -129,7 +135,7 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 	c->src_port = get16(in + 56);
 	c->reason = get16(in + 58);
 	c->rkey = get32(in + 60);
-	if (c->rkey && c->op != CTL_CONNECT && c->op != CTL_ACCEPT && c->op != CTL_RING && c->op != CTL_RESUME) {
+	if (c->rkey && !op_keyed(c->op)) {
 		*why = "reserved control bits set";
 		return -1;
 	}
@@ -174,6 +180,12 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 			*why = "RESUME with unknown flags";
 		else if (!ring_size_ok(c->ring))
 			*why = "RESUME with impossible ring size";
+		break;
+	case CTL_PLACED:
+		if (c->dst == 0 || c->src == 0)
+			*why = "PLACED with bad socket ids";
+		else if (!c->val || !c->rkey)
+			*why = "PLACED without an address";
 		break;
 	case CTL_PING:
 		if (c->dst != 0)
@@ -225,7 +237,7 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME", "PLACED"};
 	return op <= CTL_MAX ? n[op] : "?";
 }
 

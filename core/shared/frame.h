@@ -21,7 +21,7 @@
 #include "arena.h"
 
 #define WIRE_MAGIC 0x52534852u     /* "RSHR" */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 #define WIRE_HELLO_LEN 24
 #define WIRE_CTL_LEN 64
 #define WIRE_FRAME_LEN 24
@@ -70,7 +70,10 @@ enum wire_op {
 			    link was lost, rkey and the end of addr_b = its
 			    receive ring's key and address, which changed
 			    (wire_resume_ring_put); else rkey 0 */
-	CTL_MAX = CTL_RESUME
+	CTL_PLACED = 11, /* dst (verbs): the sender's socket takes the end of each of
+			    the receiver's writes at val (8 bytes, key rkey), as
+			    a placed tail (arena.h) after the write's bytes */
+	CTL_MAX = CTL_PLACED
 };
 
 enum { RESUME_HAVE_FIN = 1 };

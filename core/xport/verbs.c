@@ -9,7 +9,10 @@
  * data.  Writes with immediate go from the sender's send ring straight
  * into the peer socket's receive ring (registered remote-writable by the
  * peer hub, its address and key exchanged in CONNECT/ACCEPT); the hub
- * never copies payload.  Control messages are inline sends.
+ * never copies payload.  After a socket's writes, an inline RDMA WRITE of
+ * where they end goes to the peer socket's placed-tail word, so that a
+ * reader that polls sees them before its hub reaps the completion
+ * (arena.h).  Control messages are inline sends.
  *
  * Selective signalling: every write is signalled (its completion frees
  * send-ring space); control sends are signalled only every SIGNAL_EVERY
@@ -29,6 +32,7 @@
  * set-up and tear-down through rdma_cm are in verbs_cm.c (verbs.h between).
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -121,7 +125,9 @@ static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32
 		wr->send_flags |= IBV_SEND_SIGNALED;
 	if (len <= vl->max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
-	if (fifo_push(vl, wr_id, len, wr->opcode == IBV_WR_SEND ? XWC_SEND : XWC_WRITE) < 0) {
+	/* a placed tail is remembered as a send without owner: its
+	 * completion tells the hub nothing */
+	if (fifo_push(vl, wr_id, len, wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? XWC_WRITE : XWC_SEND) < 0) {
 		vl->seq--;
 		return -ENOMEM;
 	}
@@ -159,6 +165,23 @@ static int verbs_post_write_imm(struct xlink *l, uint64_t wr_id, const struct io
 	wr.wr.rdma.rkey = rkey;
 	/* every write is signalled: its completion frees send-ring space */
 	return post(vl, &wr, wr_id, len, 1);
+}
+
+/* The end of the writes before it, into the peer socket's placed-tail
+ * word: inline, so that it needs no key of ours, and unsignalled. */
+static int verbs_post_placed(struct xlink *l, uint64_t raddr, uint32_t rkey, uint64_t val)
+{
+	struct vlink *vl = VL(l);
+	uint64_t be = htobe64(val);
+	struct ibv_sge sge = {.addr = (uintptr_t)&be, .length = sizeof(be)};
+	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
+	if (!vl || vl->closed || !vl->established || vl->max_inline < sizeof(be))
+		return -ENOTCONN;
+	if (vl->seq - vl->done >= SQ_DEPTH - CTRL_RESERVE)
+		return -EAGAIN;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return post(vl, &wr, 0, sizeof(be), 0);
 }
 
 static int send_ctl_now(struct vlink *vl, uint64_t wr_id, const uint8_t *msg)
@@ -489,6 +512,7 @@ const struct xport_ops xport_verbs_ops = {
 	.dereg_mr = verbs_dereg_mr,
 	.post_write_imm = verbs_post_write_imm,
 	.post_send = verbs_post_send,
+	.post_placed = verbs_post_placed,
 	.post_recv = verbs_post_recv,
 	.poll_cq = verbs_poll_cq,
 	.link_info = verbs_link_info,

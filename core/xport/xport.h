@@ -93,6 +93,11 @@ struct xport_ops {
 	int (*post_write_imm)(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
 			      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
 	int (*post_send)(struct xlink *l, uint64_t wr_id, const void *buf, uint32_t len);
+	/* optional (XP_PLACED): write the 8 bytes VAL, big-endian, to
+	 * raddr/rkey after every write posted before it, telling the hub
+	 * nothing when it completes (a placed tail, arena.h); 0, or -errno
+	 * (-EAGAIN: no room now) when it did not go, which costs only speed */
+	int (*post_placed)(struct xlink *l, uint64_t raddr, uint32_t rkey, uint64_t val);
 	int (*post_recv)(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len);
 	int (*poll_cq)(struct xport *xp, struct xwc *wc, int max);
 	/* optional: fill what only this transport knows of the link */

@@ -32,7 +32,7 @@ check() { local d=$1; shift; if "$@" >/dev/null; then ok "$d"; else nok "$d"; fi
 
 declare -A hubpid
 hub() { # NAME ADDR: start a verbs hub
-	RSHARE_HUB_NAME=$1 RSHARE_LOG=info "$B/rshared" --addr "$2" --transport verbs >"$T/$1.log" 2>&1 &
+	RSHARE_HUB_NAME=$1 RSHARE_LOG=info RSHARE_PLACED=1 "$B/rshared" --addr "$2" --transport verbs >"$T/$1.log" 2>&1 &
 	pids+=($!)
 	hubpid[$1]=$!
 	for _ in $(seq 100); do
@@ -105,6 +105,8 @@ check "per socket, bytes sent equal bytes received at the peer" jq -se '
 	 ($a.sockets[] | select(.sid == $c.peer_sid)) as $s |
 	 ($c.bytes_tx == $s.bytes_rx and $c.bytes_rx == $s.bytes_tx)] | all and length == 64' \
 	"$T/a.json" "$T/b.json"
+check "placed tails (RSHARE_PLACED=1) written both ways while every byte was verified (placed_tails $(jq -s -c '[.[].counters.placed_tails]' "$T/a.json" "$T/b.json"))" \
+	jq -se 'all(.[]; .counters.placed_tails > 0)' "$T/a.json" "$T/b.json"
 check "rdma resource: exactly 2 RC QPs for 64 connections (one per hub), was $qp0 before" \
 	test "$((qp1 - qp0))" -eq 2
 check "the QP numbers in rshare stat are the RC QPs rdma lists" bash -c "
