@@ -262,8 +262,6 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 	return NULL;
 }
 
-/* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
- * named: its socket, its ring and (verbs) the ring's address and key. */
 /* verbs: s's placed-tail word (arena.h), registered for the peer's hub to
  * write the end of its writes to, and told to it (PLACED, which may go
  * before our ACCEPT); the rings of both directions are number 1 now.
@@ -299,6 +297,8 @@ void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struc
 	s->peer_placed_rkey = c->rkey;
 }
 
+/* The connection of s is up on l, with the peer that CONNECT or ACCEPT c
+ * named: its socket, its ring and (verbs) the ring's address and key. */
 static void establish(struct hsock *s, struct link *l, const struct wire_ctl *c)
 {
 	s->state = HS_ESTABLISHED;

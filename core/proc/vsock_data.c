@@ -436,7 +436,8 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	uint64_t left = 0;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with a wake_seq past seq */
-	if (spin_ring(as, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) || (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
+	if (spin_ring(as, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) ||
+	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
 	if (xfer_left(x, &left)) {
 		if (!x->total)
@@ -498,10 +499,11 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		if (recv_stop(&x, fl) || recv_wait(&x, seq, tail))
 			break;
 	}
-	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0 &&
-	    vring_tail(&x.v, atomic_load_explicit(&x.v.c->head, memory_order_relaxed)) ==
-		    atomic_load_explicit(&x.v.c->head, memory_order_relaxed))
-		vs_rx_settle(slot, as);
+	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0) {
+		uint64_t head = atomic_load_explicit(&x.v.c->head, memory_order_relaxed);
+		if (vring_tail(&x.v, head) == head)
+			vs_rx_settle(slot, as);
+	}
 	pthread_mutex_unlock(&as->rx_lock);
 	return x.total ? (ssize_t)x.total : x.ret;
 }

@@ -160,10 +160,6 @@ static inline int vring_of(uint32_t slot, struct arena_slot *as, int tx, struct 
 	return 0;
 }
 
-/* Bytes in a ring, as its reader sees them: 0 for impossible counters
- * (only the other side of a same-node connection could write those).  A
- * same-node ring may have grown since v was taken: its size is read again
- * after the counters, so a tail past the old size is not taken for one. */
 /* The tail of v as its reader may take it, its head at HEAD: the counter,
  * or, on a link's receive ring (verbs), the placed tail past it (arena.h)
  * when that is within the ring past HEAD. */
@@ -176,6 +172,10 @@ static inline uint64_t vring_tail(const struct vring *v, uint64_t head)
 	return p - head <= v->size ? p : t;
 }
 
+/* Bytes in a ring, as its reader sees them: 0 for impossible counters
+ * (only the other side of a same-node connection could write those).  A
+ * same-node ring may have grown since v was taken: its size is read again
+ * after the counters, so a tail past the old size is not taken for one. */
 static inline uint64_t vring_used(const struct vring *v)
 {
 	uint64_t head = ring_load(&v->c->head), used = vring_tail(v, head) - head;

@@ -175,8 +175,10 @@ static int verbs_post_placed(struct xlink *l, uint64_t raddr, uint32_t rkey, uin
 	uint64_t be = htobe64(val);
 	struct ibv_sge sge = {.addr = (uintptr_t)&be, .length = sizeof(be)};
 	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
-	if (!vl || vl->closed || !vl->established || vl->max_inline < sizeof(be))
+	if (!vl || vl->closed || !vl->established)
 		return -ENOTCONN;
+	if (vl->max_inline < sizeof(be))
+		return -EOPNOTSUPP; /* it would need a registered buffer of ours */
 	if (vl->seq - vl->done >= SQ_DEPTH - CTRL_RESERVE)
 		return -EAGAIN;
 	wr.wr.rdma.remote_addr = raddr;
