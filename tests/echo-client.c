@@ -1,9 +1,11 @@
 /*
- * echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] [-w HOLDFILE] [-r] [-S] HOST PORT
+ * echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS [-x STOPFILE]] [-m MAXSIZE] [-w HOLDFILE] [-r] [-S]
+ *             HOST PORT
  *
  * Opens CONNS connections to an echo server, then on each sends MSGS
  * messages (default 16) of random size 1..MAXSIZE bytes (default 256 KiB),
- * or keeps sending messages until SECS seconds have passed (-t), while a
+ * or keeps sending messages until SECS seconds have passed (-t; or until
+ * STOPFILE exists, -x, if that comes first), while a
  * second thread of the connection reads the echo back and checks every
  * byte against the connection's deterministic stream (seeded by SEED and
  * the connection's index).  Without -w, each connection then shuts down its
@@ -55,7 +57,7 @@ struct conn {
 
 static int nconns = 0, msgs = 16, secs = 0, allow_reset = 0, show_stall = 0;
 static uint64_t maxsize = 256 << 10, base_seed = 1;
-static const char *holdfile;
+static const char *holdfile, *stopfile;
 static struct timespec t0;
 static struct conn *conns;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +67,13 @@ static double elapsed(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+/* -x: the stop file exists */
+static int stopped(void)
+{
+	struct stat st;
+	return stopfile && stat(stopfile, &st) == 0;
 }
 
 static int is_reset(int e)
@@ -100,7 +109,7 @@ static void *writer(void *arg)
 	uint8_t *buf = malloc(64 << 10);
 	if (!buf)
 		t_die("echo-client: out of memory");
-	for (int m = 0; secs ? elapsed() < secs : m < msgs; m++) {
+	for (int m = 0; secs ? elapsed() < secs && !stopped() : m < msgs; m++) {
 		uint64_t size = 1 + t_splitmix(&rng) % maxsize;
 		/* publish first, so the reader never waits for bytes never sent */
 		atomic_fetch_add(&c->total, size);
@@ -278,7 +287,7 @@ static int finish(void)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "c:s:n:t:m:w:rS")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:n:t:m:w:x:rS")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
@@ -286,6 +295,7 @@ int main(int argc, char **argv)
 		case 't': secs = atoi(optarg); break;
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'w': holdfile = optarg; break;
+		case 'x': stopfile = optarg; break;
 		case 'r': allow_reset = 1; break;
 		case 'S': show_stall = 1; break;
 		default: goto usage;
@@ -331,7 +341,7 @@ int main(int argc, char **argv)
 		close(conns[i].fd);
 	return 0;
 usage:
-	fprintf(stderr, "usage: echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS] [-m MAXSIZE] [-S] "
+	fprintf(stderr, "usage: echo-client -c CONNS [-s SEED] [-n MSGS] [-t SECS [-x STOPFILE]] [-m MAXSIZE] [-S] "
 			"[-w HOLDFILE] [-r] HOST PORT\n");
 	return 2;
 }

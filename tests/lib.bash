@@ -68,12 +68,12 @@ rs_two_nodes() {
 	ip -n "$NS_B" addr add $ADDR_B/24 dev "vb$RS_SUF"
 	ip -n "$NS_A" link set "va$RS_SUF" up
 	ip -n "$NS_B" link set "vb$RS_SUF" up
-	# the link is up when each side can reach the other
+	# the link is up when both ends are (a veth has its carrier at once)
 	local i
-	for ((i = 0; i < 50; i++)); do
-		ip netns exec "$NS_B" ping -c1 -W1 $ADDR_A >/dev/null 2>&1 && break
-		command -v ping >/dev/null || { sleep 0.5; break; }
-		sleep 0.1
+	for ((i = 0; i < 250; i++)); do
+		[[ $(ip -n "$NS_A" -br link show dev "va$RS_SUF") == *" UP "* &&
+		   $(ip -n "$NS_B" -br link show dev "vb$RS_SUF") == *" UP "* ]] && break
+		sleep 0.02
 	done
 	if [[ ${1:-hubs} == hubs ]]; then
 		rs_hub_start "$NS_A" || return
@@ -85,14 +85,14 @@ rs_stat() {
 	ip netns exec "$1" timeout -k 2 "${RS_STAT_TIMEOUT:-5}" "$RSHARE" stat --json
 }
 
-# rs_retry SECS CMD...: run CMD every 0.1 s until it succeeds or SECS pass
+# rs_retry SECS CMD...: run CMD every 0.05 s until it succeeds or SECS pass
 rs_retry() {
 	local deadline=$((SECONDS + $1))
 	shift
 	while :; do
 		"$@" && return 0
 		((SECONDS < deadline)) || return 1
-		sleep 0.1
+		sleep 0.05
 	done
 }
 
@@ -106,7 +106,7 @@ rs_hub_start() {
 		# -s: empty input (a hub that did not answer) is [] and fails
 		rs_stat "$ns" 2>/dev/null | jq -se '.[0].node != null' >/dev/null 2>&1 && return 0
 		kill -0 "$RS_LASTPID" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.02
 	done
 	tail -n 30 "$RS_TMP/hub-$ns.err" >&2
 	rs_fail "hub in $ns did not answer stat within 10 s"
@@ -138,10 +138,10 @@ rs_exec() {
 # Wait until FILE has COUNT lines matching PATTERN (extended regex).
 rs_wait_file() {
 	local file=$1 pat=$2 count=${3:-1} secs=${4:-30} i n
-	for ((i = 0; i < secs * 10; i++)); do
+	for ((i = 0; i < secs * 20; i++)); do
 		n=$(grep -cE -- "$pat" "$file" 2>/dev/null || true)
 		[[ ${n:-0} -ge $count ]] && return 0
-		sleep 0.1
+		sleep 0.05
 	done
 	tail -n 20 "$file" "${file%.out}.err" >&2 2>/dev/null || true
 	rs_fail "$file: ${n:-0} lines match '$pat' after ${secs}s, want $count"
@@ -150,9 +150,9 @@ rs_wait_file() {
 # Wait for a background child; its exit status, 124 if still running.
 rs_wait_pid() {
 	local pid=$1 secs=${2:-60} i
-	for ((i = 0; i < secs * 10; i++)); do
+	for ((i = 0; i < secs * 50; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.02
 	done
 	if kill -0 "$pid" 2>/dev/null; then
 		echo "pid $pid still running after ${secs}s" >&2
@@ -181,7 +181,7 @@ rs_wait_listen() {
 				return 0
 		fi
 		((SECONDS < deadline)) || rs_fail "no listener on port $port in $ns after ${secs}s"
-		sleep 0.1
+		sleep 0.05
 	done
 }
 
@@ -253,12 +253,16 @@ rs_jq_check() {
 }
 
 rs_teardown() {
-	local ns pids f
+	local ns pids f i
 	for ns in "${RS_NSS[@]}"; do
 		pids=$(ip netns pids "$ns" 2>/dev/null)
 		[[ -n $pids ]] && kill -TERM $pids 2>/dev/null
 	done
-	sleep 0.2
+	# up to 0.2 s for them to end, then SIGKILL what is left
+	for ((i = 0; i < 10; i++)); do
+		[[ -z $(for ns in "${RS_NSS[@]}"; do ip netns pids "$ns" 2>/dev/null; done) ]] && break
+		sleep 0.02
+	done
 	for ns in "${RS_NSS[@]}"; do
 		pids=$(ip netns pids "$ns" 2>/dev/null)
 		[[ -n $pids ]] && kill -KILL $pids 2>/dev/null

@@ -49,6 +49,21 @@ wait_file() { # FILE SECS
 	return 1
 }
 stat_json() { timeout 10 "$B/rshare" stat --json; }
+# wait_for PID SECS: its exit status; when it outlived SECS, 124, what the
+# hub says of its sockets printed, and it is killed (a hung client is a
+# failure of its own check, not the end of the run)
+wait_for() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || { wait "$1"; return; }
+		sleep 0.1
+	done
+	echo "# pid $1 still running after $2 s; the hub's sockets on links:"
+	stat_json 2>/dev/null | jq -c '.sockets[] | select(.link != null)' 2>/dev/null | head -n 20 | sed 's/^/#   /'
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 124
+}
 # stat_until SECS FILE JQ: the hub's stat in FILE, every 0.3 s, until JQ
 # (a jq condition on it) holds; 1 when SECS passed first
 stat_until() {
@@ -152,7 +167,7 @@ pids+=("$blip_pid")
 sleep 3
 touch "$dir/blip"
 for _ in $(seq 600); do [[ -e $dir/blip-done || -e $dir/blip-failed ]] && break; sleep 0.1; done
-wait "$blip_pid"
+wait_for "$blip_pid" 120
 stat_json >"$T/blip.json"
 dropped0=$(jq .counters.links_dropped "$T/blip.json")
 if [[ -e $dir/blip-failed ]]; then
@@ -231,7 +246,7 @@ else
 	grep -v 'pool\|process' "$T/hub.log" | tail -n 12
 	net_state
 fi
-wait "$cut_pid"
+wait_for "$cut_pid" 120
 rc=$?
 if [[ $rc == 0 ]] && grep -q 'conns=4 verified=4 resets=0 errors=0' "$T/cut.out"; then
 	ok "the stream through the cut lost no byte and no connection: $(grep '^echo-client:' "$T/cut.out")"
@@ -243,7 +258,7 @@ else
 	rm -f "$dir/diag" "$dir/diag-done"
 fi
 touch "$T/release"
-wait "$idle_pid"
+wait_for "$idle_pid" 60
 rc=$?
 if [[ $rc == 0 ]]; then
 	ok "the idle connections were closed cleanly after the cut"
@@ -280,7 +295,9 @@ fi
 
 # verbs that does not come back: node 2 drops RoCE and keeps IP; the link
 # is lost, and with transport auto its connections go on over soft
-"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 21 -t 75 -m 65536 10.77.0.2 7301 >"$T/roce.out" 2>&1 &
+# (it streams until 5 s after it went on over soft, 120 s at most)
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 21 -t 120 -x "$T/roce.stop" -m 65536 10.77.0.2 7301 \
+	>"$T/roce.out" 2>&1 &
 roce_pid=$!
 pids+=("$roce_pid")
 sleep 3
@@ -293,6 +310,8 @@ if [[ -e $dir/roce-blocked ]]; then
 	soft=0
 	stat_until 120 "$T/roce.json" "([.links[] | select(.transport == \"soft\" and .state == \"up\")] | length) >= 1 and
 		.counters.conns_resumed >= $((r0 + 2))" && soft=1
+	((soft)) && sleep 5
+	touch "$T/roce.stop"
 	n=$(jq .counters.conns_resumed "$T/roce.json" 2>/dev/null)
 	up=$(jq '[.links[] | select(.transport == "soft" and .state == "up")] | length' "$T/roce.json" 2>/dev/null)
 	if ((soft)); then
@@ -304,7 +323,7 @@ if [[ -e $dir/roce-blocked ]]; then
 		wait_file "$dir/diag-done" 30
 		rm -f "$dir/diag" "$dir/diag-done"
 	fi
-	wait "$roce_pid"
+	wait_for "$roce_pid" 150
 	rc=$?
 	if [[ $rc == 0 ]] && grep -q 'conns=2 verified=2 resets=0 errors=0' "$T/roce.out"; then
 		ok "the stream moved from verbs to soft lost no byte and no connection: $(grep '^echo-client:' "$T/roce.out")"
@@ -318,7 +337,7 @@ else
 fi
 
 # the same-node echo went on
-wait "$local_pid"
+wait_for "$local_pid" 120
 rc=$?
 if [[ $rc == 0 ]] && grep -q 'resets=0 errors=0' "$T/local.out"; then
 	ok "same-node connections went on through the cut: $(tr '\n' ' ' <"$T/local.out")"
