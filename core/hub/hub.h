@@ -60,6 +60,7 @@
 #define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
 #define HUB_RELINK_REFUSED_GRACE_MS 5000 /* verbs: refusals this soon after the loss are a restart's */
 #define HUB_RELINK_QUICK_MS 100 /* ... and the peer is tried again this soon */
+#define HUB_RELINK_REFUSED_HOLD_MS 2000 /* verbs: a refusal means no hub once it went on this long */
 #define HUB_HANDOVER_DRAIN_MS 500 /* a soft link let go by a restart or a successor is read until its peer's end this long */
 
 enum { HUB_AUTO = 0, HUB_VERBS, HUB_SOFT };
@@ -371,6 +372,7 @@ struct hub {
 	struct relink {             /* peers of lost links, connected to again (resume.c) */
 		union sockaddr_any addr;
 		uint64_t node, next_ms, since_ms;
+		uint64_t refused_ms;    /* verbs: its first refusal past the grace, 0: none */
 		uint32_t tries, waiting; /* connections that wait for it (a timer's count) */
 	} *relinks;
 	uint32_t nrelinks, relinks_cap;

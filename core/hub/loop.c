@@ -149,9 +149,10 @@ void hub_batch_end(struct hub *h)
 	hub_free_deferred(h);
 }
 
+/* on: only a transport that is up; off: whatever was turned on */
 static int xp_batch(struct xport *xp, int on)
 {
-	return xp->up && xp->ops->batch ? xp->ops->batch(xp, on) : 0;
+	return (xp->up || !on) && xp->ops && xp->ops->batch ? xp->ops->batch(xp, on) : 0;
 }
 
 /* Doorbells, completions and links with room again, until none has work
@@ -165,6 +166,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 	do {
 		busy = 0;
 		xp_batch(&h->soft, 1);
+		xp_batch(&h->verbs, 1);
 		for (struct pool *p = h->pools; p; p = p->next)
 			busy |= hub_cells(h, p) | hub_doorbells(h, p);
 		busy |= reap(h, &h->soft);
@@ -172,6 +174,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 			busy |= reap(h, &h->verbs);
 		busy |= hub_run_writable(h);
 		busy |= xp_batch(&h->soft, 0);
+		busy |= xp_batch(&h->verbs, 0);
 		if (busy)
 			last_work = hub_now_ns();
 	} while (busy && ++rounds < HUB_DRAIN_ROUNDS);

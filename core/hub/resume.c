@@ -10,7 +10,9 @@
  * (hub_relink_refused; on verbs only after HUB_RELINK_REFUSED_GRACE_MS
  * from the loss, tried every HUB_RELINK_QUICK_MS meanwhile: a hub that
  * restarts on verbs cannot keep its device's listener, and listens again
- * once its successor opened the device), a hub that does not know a
+ * once its successor opened the device; and then only once it refused
+ * for HUB_RELINK_REFUSED_HOLD_MS: a node that comes back from an outage
+ * may reject a request for a moment), a hub that does not know a
  * connection answers its RESUME with RESET.
  * Their slots stay established; writes fill the send ring and then block,
  * reads wait.  Both hubs connect to the peer again, at once and then
@@ -150,6 +152,7 @@ void hub_relink_note(struct hub *h, struct link *l)
 	r->node = l->x.peer_node;
 	r->next_ms = r->since_ms = hub_now_ms(); /* at once: a refusal says soon that no hub is there */
 	r->tries = 0;
+	r->refused_ms = 0;
 }
 
 /* A waiting connection ends with ECONNRESET, forgotten by the peer side:
@@ -177,12 +180,22 @@ void hub_relink_refused(struct hub *h, struct link *l)
 			i++;
 			continue;
 		}
-		if (!(l->x.xp->ops->flags & XP_POSITIONAL) && now - r->since_ms < HUB_RELINK_REFUSED_GRACE_MS) {
+		if (!(l->x.xp->ops->flags & XP_POSITIONAL)) {
 			/* a hub on verbs that restarts listens again only once
-			 * its successor opened the device */
-			r->next_ms = now + HUB_RELINK_QUICK_MS;
-			i++;
-			continue;
+			 * its successor opened the device; and a node whose
+			 * hub is there rejects now and then for a moment after
+			 * an outage (its port's address not back yet, the lost
+			 * link's connection still in its connection manager):
+			 * the node has no hub once it refused for
+			 * HUB_RELINK_REFUSED_HOLD_MS, tried every
+			 * HUB_RELINK_QUICK_MS */
+			if (now - r->since_ms >= HUB_RELINK_REFUSED_GRACE_MS && !r->refused_ms)
+				r->refused_ms = now;
+			if (!r->refused_ms || now - r->refused_ms < HUB_RELINK_REFUSED_HOLD_MS) {
+				r->next_ms = now + HUB_RELINK_QUICK_MS;
+				i++;
+				continue;
+			}
 		}
 		for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 			struct hsock *s = h->socks[sid];

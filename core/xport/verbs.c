@@ -14,6 +14,10 @@
  * reader that polls sees them before its hub reaps the completion
  * (arena.h).  Control messages are inline sends.
  *
+ * Within one pass of the hub over its doorbells and completions, each
+ * link's work requests wait in its batch and go in one ibv_post_send at
+ * the pass's end (the transport's batch op).
+ *
  * Selective signalling: every write is signalled (its completion frees
  * send-ring space); control sends are signalled only every SIGNAL_EVERY
  * or when the hub waits for them (FIN, CONNECT).  Each posted work request
@@ -115,6 +119,53 @@ static int fifo_push(struct vlink *vl, uint64_t wr_id, uint32_t len, enum xwc_op
 	return 0;
 }
 
+/* The link's held-back requests, in order, in one post: 0 or -errno. */
+int verbs_batch_post(struct vlink *vl)
+{
+	struct vbatch *b = vl->b;
+	struct ibv_send_wr *bad;
+	uint32_t n = b ? b->n : 0;
+	if (!n)
+		return 0;
+	b->n = 0;
+	if (vl->closed || !vl->id || !vl->id->qp)
+		return 0; /* its queue pair is gone with the link */
+	for (uint32_t i = 0; i + 1 < n; i++)
+		b->wr[i].next = &b->wr[i + 1];
+	b->wr[n - 1].next = NULL;
+	return -ibv_post_send(vl->id->qp, b->wr, &bad);
+}
+
+/* ... and a post that fails ends the link, as one posted alone would have */
+static int batch_flush(struct vlink *vl)
+{
+	int r = verbs_batch_post(vl);
+	if (r)
+		fail(vl, "cannot post the pass's work requests");
+	return r;
+}
+
+/* WR into the link's batch, its inline data copied; all sent when full */
+static int batch_add(struct vlink *vl, const struct ibv_send_wr *wr, uint32_t len)
+{
+	struct vbatch *b = vl->b;
+	uint32_t i = b->n++;
+	b->wr[i] = *wr;
+	b->wr[i].sg_list = b->sge[i];
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		uint32_t off = 0;
+		for (int k = 0; k < wr->num_sge; k++) {
+			memcpy(b->inl[i] + off, (const void *)(uintptr_t)wr->sg_list[k].addr, wr->sg_list[k].length);
+			off += wr->sg_list[k].length;
+		}
+		b->sge[i][0] = (struct ibv_sge){.addr = (uintptr_t)b->inl[i], .length = len};
+		b->wr[i].num_sge = 1;
+	} else {
+		memcpy(b->sge[i], wr->sg_list, (size_t)wr->num_sge * sizeof(*wr->sg_list));
+	}
+	return b->n == VB_MAX ? batch_flush(vl) : 0;
+}
+
 static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32_t len, int must_signal)
 {
 	struct ibv_send_wr *bad;
@@ -131,13 +182,40 @@ static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32
 		vl->seq--;
 		return -ENOMEM;
 	}
-	r = ibv_post_send(vl->id->qp, wr, &bad);
+	if (vl->vx->batch && wr->num_sge <= 2 && (!(wr->send_flags & IBV_SEND_INLINE) || len <= VB_INLINE) &&
+	    (vl->b || (vl->b = calloc(1, sizeof(*vl->b)))))
+		return batch_add(vl, wr, len);
+	r = batch_flush(vl); /* what waits goes first */
+	if (!r)
+		r = -ibv_post_send(vl->id->qp, wr, &bad);
 	if (r) {
 		vl->seq--;
 		vl->f_n--;
-		return -r;
+		return r;
 	}
 	return 0;
+}
+
+/* Within one pass of the hub's, each link's work requests go in one
+ * ibv_post_send at its end (one doorbell, where a provider rings it by a
+ * system call); a lone request waits no longer than its pass. */
+static int verbs_batch(struct xport *xp, int on)
+{
+	struct vx *vx = xp->priv;
+	int any = 0;
+	if (!vx)
+		return 0;
+	vx->batch = on && !xp->gone;
+	if (xp->gone)
+		return 0; /* the device is a dead hub's: nothing of it is touched */
+	if (on)
+		return 0;
+	for (struct vlink *vl = vx->links; vl; vl = vl->next)
+		if (vl->b && vl->b->n) {
+			batch_flush(vl);
+			any = 1;
+		}
+	return any;
 }
 
 static int verbs_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iovec *iov, int iovcnt,
@@ -518,4 +596,5 @@ const struct xport_ops xport_verbs_ops = {
 	.post_recv = verbs_post_recv,
 	.poll_cq = verbs_poll_cq,
 	.link_info = verbs_link_info,
+	.batch = verbs_batch,
 };

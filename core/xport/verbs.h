@@ -38,6 +38,18 @@ struct vctl {            /* a control message waiting for send queue room */
 	uint8_t msg[WIRE_CTL_LEN];
 };
 
+/* The work requests a link holds back within one pass of the hub (the
+ * transport's batch op), posted in one ibv_post_send at its end; inline
+ * data is copied in, as the caller's buffer may be gone by then. */
+#define VB_MAX 32
+#define VB_INLINE 256 /* the most a link asks to inline (verbs_cm.c) */
+struct vbatch {
+	struct ibv_send_wr wr[VB_MAX];
+	struct ibv_sge sge[VB_MAX][2];
+	uint8_t inl[VB_MAX][VB_INLINE];
+	uint32_t n;
+};
+
 struct vrecv {
 	uint64_t wr_id;
 	void *buf;
@@ -62,6 +74,7 @@ struct vlink {
 	uint32_t e_head, e_n;
 	uint32_t max_inline;
 	int want_room;
+	struct vbatch *b;        /* held back in this pass (NULL until a pass needs it) */
 	struct xlink_info info;  /* device, port, queue pair number */
 	struct vlink *next;
 };
@@ -86,6 +99,7 @@ struct vx {
 	struct vlink **dead;      /* closed: destroyed at the next chance, the port up */
 	uint32_t ndead, dead_cap;
 	uint8_t port;             /* the device port the links use (0: not known yet) */
+	int batch;                /* within a pass of the hub: posts wait for its end */
 	unsigned unacked;
 };
 
@@ -103,6 +117,8 @@ int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_a
 void verbs_link_close(struct xlink *l);
 /* one more block of receives for a new link, up to SRQ_DEPTH: 0 or -1 */
 int verbs_srq_fit(struct vx *vx);
+/* verbs.c: post what the link's batch holds (0 or -errno; nothing else done) */
+int verbs_batch_post(struct vlink *vl);
 /* free the records of closed links (not under a cm event) */
 void verbs_destroy_dead(struct vx *vx);
 

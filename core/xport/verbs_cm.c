@@ -53,6 +53,7 @@ void verbs_destroy_dead(struct vx *vx)
 			rdma_destroy_id(vl->id);
 		}
 		free(vl->fifo);
+		free(vl->b);
 		free(vl->pend);
 		free(vl->rq);
 		free(vl->early);
@@ -138,7 +139,8 @@ static void on_rejected(struct vlink *vl, int reason)
 {
 	char why[64];
 	if (vl->l->outgoing && reason != VX_REJ_TIMEOUT) {
-		hub_link_refused(vl->l, "rejected: no rshare hub there");
+		snprintf(why, sizeof(why), "rejected (reason %d): no rshare hub there", reason);
+		hub_link_refused(vl->l, why);
 		return;
 	}
 	snprintf(why, sizeof(why), "rejected (reason %d)", reason);
@@ -324,6 +326,10 @@ void verbs_link_close(struct xlink *l)
 	if (!vl || vl->closed)
 		return;
 	vx = vl->vx;
+	/* what the hub posted before it closed the link goes, as it would
+	 * have without the pass's batch (verbs.c) */
+	if (vl->established && !vx->xp->gone && verbs_batch_post(vl) < 0)
+		log_debug("verbs: link %u: its last work requests could not be posted", l->id);
 	vl->closed = 1;
 	if (vl->id && vl->established && !vx->xp->gone && port_up(vx)) {
 		rdma_disconnect(vl->id);

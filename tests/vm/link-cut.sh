@@ -152,6 +152,7 @@ fi
 fin() {
 	((fail == 0)) || touch "$dir/failed"
 	touch "$dir/finished"
+	wait_file "$dir/node2.status" 10 # node 2 ends too (run.sh writes its status)
 	echo "$pass passed, $fail failed"
 	((fail == 0))
 	exit
