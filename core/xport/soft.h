@@ -36,6 +36,7 @@ struct soft_link {
 	struct xlink *l;
 	int fd;
 	int closed, connecting, hello_in, stalled, need_parse;
+	int draining;     /* lost, read to its end before it is closed (soft_link_drain) */
 	uint32_t events;
 	uint8_t *out;
 	size_t olen, ooff, ocap;

@@ -69,6 +69,8 @@ static int rx_send(struct soft_link *sl, const struct wire_frame *f, const uint8
 	struct soft_recv *r;
 	struct xwc wc = {.op = XWC_RECV, .byte_len = f->len, .link = sl->l};
 	if (!sl->rq_n) {
+		if (sl->draining)
+			return 0; /* the link is down: nothing would take it */
 		sl->stalled = 1; /* receiver not ready: wait for post_recv */
 		return 1;
 	}
@@ -171,14 +173,24 @@ void soft_on_readable(struct soft_link *sl)
  * half-closed and read until the peer's end, for at most WAIT_MS: what
  * the peer sends until it sees the end is placed too, and the close that
  * follows finds nothing unread (which would reset the connection and lose
- * bytes the peer counts complete). */
+ * bytes the peer counts complete).  A control message that finds no posted
+ * receive then is passed over, not waited for: the link is down, nothing
+ * would take it (the hub may have died with many unrouted), and the bytes
+ * behind it must be read. */
 void soft_link_drain(struct xlink *l, int wait_ms)
 {
 	struct soft_link *sl = SL(l);
 	int left = wait_ms;
-	if (sl && !sl->closed && wait_ms > 0)
+	if (!sl || sl->closed)
+		return;
+	if (wait_ms > 0)
 		shutdown(sl->fd, SHUT_WR);
-	for (int i = 0; sl && !sl->closed && !sl->stalled && i < 4096; i++) {
+	sl->draining = 1;
+	if (sl->stalled) {
+		sl->stalled = 0;
+		soft_parse(sl);
+	}
+	for (int i = 0; !sl->closed && !sl->stalled && i < 4096; i++) {
 		ssize_t n = read_some(sl);
 		if (n < 0 && errno == EAGAIN && left > 0) {
 			/* poll's wait, counted in whole steps: no clock needed */
