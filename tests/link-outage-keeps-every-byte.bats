@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # A 3 s outage of the wire between two nodes, in the middle of transfers,
-# costs no connection: the same echo clients run through the same cut once
-# on kernel TCP (the reference) and once on rshare (a soft link), and both
+# costs no connection: the same echo clients run through the same cut at
+# once on kernel TCP (the reference) and on rshare (a soft link), and both
 # verify every byte with no reset.  On rshare the hubs' stat proves that
 # the connections ran over the one link and that it was never dropped; the
 # link's transport retransmits what the cut lost (rshare.conf(5):
@@ -22,19 +22,32 @@ teardown() {
 	rs_teardown
 }
 
-# cut_run NAME PORT [--rshare]: echo clients from B to A's server for 10 s,
-# node B's interface down for 3 s after 3 s of them; the clients' summary
-cut_run() {
+# start_run NAME PORT [--rshare]: echo clients from B to A's server for 10 s
+start_run() {
 	local name=$1 port=$2 pre=${3:-}
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/echo-server" -w 2 "$port"
 	rs_wait_ready "$name-srv"
 	rs_bg "$name" "$NS_B" $pre "$RS_BIN/echo-client" -S -c 4 -s 11 -t 10 -m 262144 $ADDR_A "$port"
+}
+
+# cut_runs KNAME KPORT RNAME RPORT: start_run on kernel TCP (KNAME, KPORT)
+# and on rshare (RNAME, RPORT) at once, node B's interface down for 3 s
+# after 3 s of them; their summaries in $K and $R
+cut_runs() {
+	start_run "$1" "$2"
+	start_run "$3" "$4" --rshare
 	sleep 3
 	ip -n "$NS_B" link set "vb$RS_SUF" down
 	sleep 3
 	ip -n "$NS_B" link set "vb$RS_SUF" up
-	rs_wait_file "$RS_TMP/$name.out" '^echo-client:' 1 90
-	sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$RS_TMP/$name.out"
+	rs_wait_file "$RS_TMP/$1.out" '^echo-client:' 1 90
+	rs_wait_file "$RS_TMP/$3.out" '^echo-client:' 1 90
+	K=$(summary_of "$1")
+	R=$(summary_of "$3")
+}
+
+summary_of() {
+	sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$RS_TMP/$1.out"
 }
 
 # resumed_on_both N: the hubs' stat says that a link was lost, that N
@@ -63,8 +76,8 @@ stall_of() {
 	local k r
 	rs_hub_start "$NS_A"
 	rs_hub_start "$NS_B"
-	k=$(cut_run kernel 7711)
-	r=$(cut_run rshare 7712 --rshare)
+	cut_runs kernel 7711 rshare 7712
+	k=$K r=$R
 	echo "kernel TCP: $k; rshare: $r"
 	# the pause the cut caused (the longest time a connection went without
 	# an echoed byte), printed, never asserted on
@@ -89,8 +102,8 @@ stall_of() {
 	local k r
 	rs_hub_start "$NS_A" env RSHARE_LINK_TIMEOUT=1
 	rs_hub_start "$NS_B" env RSHARE_LINK_TIMEOUT=1
-	k=$(cut_run kernel-lost 7716)
-	r=$(cut_run short 7713 --rshare)
+	cut_runs kernel-lost 7716 short 7713
+	k=$K r=$R
 	echo "kernel TCP: $k; rshare with link_timeout 1: $r"
 	echo "# 3 s cut, link_timeout 1 s, longest pause: kernel TCP $(stall_of kernel-lost) ms, rshare $(stall_of short) ms" >&3
 	[[ $k == "conns=4 verified=4 resets=0 errors=0" ]] || rs_fail "kernel TCP: $k"

@@ -149,7 +149,7 @@ echo "# [${SECONDS} s] section 2b"
 # 2b. Worker kills in a loop under load: every batch verifies or sees
 # resets, the master respawns, and afterwards nothing is left behind (no
 # socket, no ring bytes beyond the listener's pool, still one QP per hub).
-KILLS=${VERBS_KILLS:-20}
+KILLS=${VERBS_KILLS:-10}
 RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 600 "$B/rshare" run -- \
 	"$B/tests/respawn-server" -w 4 7200 >"$T/rsrv.out" 2>"$T/rsrv.err" &
 pids+=($!)
@@ -158,7 +158,7 @@ master=$(sed -n 's/^master //p' "$T/rsrv.out")
 stat_of hubA >"$T/k0.json"
 kills=0 kresets=0 kconns=0 kbytes=0 kbad=0
 for ((i = 1; i <= KILLS; i++)); do
-	on hubB "$B/tests/soak-client" -c 4 -T 1500 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
+	on hubB "$B/tests/soak-client" -c 4 -T 1200 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
 		>"$T/kc.out" 2>"$T/kc.err" &
 	kc=$!
 	sleep 0.6
