@@ -331,6 +331,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 {
 	struct xfer x;
 	struct arena_slot *as;
+	int grown = 0;
 	xfer_init(&x, slot, iov, iovcnt, flags, 1);
 	as = x.as;
 	if (x.want == 0 && atomic_load(&as->state) == SLOT_ESTABLISHED)
@@ -350,6 +351,18 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		tail = atomic_load_explicit(&x.v.c->tail, memory_order_relaxed);
 		head = ring_load(&x.v.c->head);
 		space = tail - head >= x.v.size ? 0 : x.v.size - (tail - head);
+		if (!grown && !x.v.d && space < x.want - x.total && x.v.size < ARENA_DEFAULT_RING &&
+		    send_may_grow(&x)) {
+			/* a link's ring below the kernel's default (verbs, idle) grows
+			 * before the first byte of a write that does not fit:
+			 * kernel TCP takes such a write whole, so nothing the
+			 * peer answers to its first part (a reset) comes before
+			 * the call returns */
+			grown = 1;
+			vs_ring_leave(&as->tx_in);
+			send_grow(&x);
+			continue;
+		}
 		if (space == 0) {
 			vs_ring_leave(&as->tx_in);
 			if (send_full(&x, seq, head))

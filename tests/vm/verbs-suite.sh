@@ -290,7 +290,12 @@ same "a blocking connect interrupted by a signal" 7507 7508 \
 # server ends after its last connection; 10 s at most)
 srv_done="for _ in \$(seq 100); do ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -qF '$T/s-PORT.out' || break; sleep 0.1; done"
 port=7510
-for seed in 1 2 3 4 6; do
+# (243 diverged once in a few runs: a 16 KiB write on an idle connection,
+# whose send ring is small on verbs, went in two parts around the ring's
+# growth, and the peer's reset to the first came before the call returned:
+# it reported the reset, and the read after it EOF; the ring now grows
+# before such a write's first byte, as kernel TCP takes it whole)
+for seed in 1 2 3 4 6 243; do
 	port=$((port + 2))
 	same "differential program, seed $seed" $port $((port + 1)) \
 		"$B/tests/diff-stream" -s $seed PORT -- \
