@@ -54,7 +54,7 @@ all: $(B)/librshare.so $(B)/rshared $(B)/rshare $(TEST_BIN)
 # hub built from the same definitions reads them
 # (and speaks the same wire version: frame.h)
 HUB_LAYOUT := $(shell cat core/hub/hub.h core/hub/image.c core/hub/arena_alloc.c core/shared/arena.h \
-	core/shared/ring.h core/shared/addr.h core/shared/frame.h core/xport/xport.h | cksum | cut -d' ' -f1)
+	core/shared/ring.h core/shared/addr.h core/shared/frame.h core/xport/xport.h core/xport/soft.h | cksum | cut -d' ' -f1)
 $(B)/core/hub/image.o: CFLAGS += -DHUB_LAYOUT=$(HUB_LAYOUT)ULL
 
 # build/core/<side>/x.o: compiled with that side's include path

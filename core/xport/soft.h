@@ -9,6 +9,7 @@
 #define RSHARE_SOFT_H
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,11 +46,30 @@ struct soft_link {
 	struct soft_pend *pw;
 	uint32_t pw_head, pw_n, pw_cap;
 	uint8_t *in;
-	size_t ilen, icap;
+	size_t icap;
+	/* what in holds: its length << 32 | how much of it was parsed, one
+	 * word stored after each frame, so that a successor of a hub killed
+	 * in the middle of a parse goes on after the last frame it finished
+	 * (warden.c; the frame it died in is placed again: hub_rx_target) */
+	_Atomic uint64_t ipos;
 	struct soft_recv *rq;
 	uint32_t rq_head, rq_n, rq_cap;
 	struct soft_link *next;
 };
+
+static inline uint32_t soft_in_len(const struct soft_link *sl)
+{
+	return (uint32_t)(atomic_load_explicit(&sl->ipos, memory_order_relaxed) >> 32);
+}
+static inline uint32_t soft_in_off(const struct soft_link *sl)
+{
+	return (uint32_t)atomic_load_explicit(&sl->ipos, memory_order_relaxed);
+}
+/* after what it says is done (release: the placement before it) */
+static inline void soft_in_set(struct soft_link *sl, uint32_t len, uint32_t off)
+{
+	atomic_store_explicit(&sl->ipos, (uint64_t)len << 32 | off, memory_order_release);
+}
 
 struct soft {
 	struct hub *h;

@@ -43,7 +43,7 @@ static int rx_hello(struct soft_link *sl, const struct wire_frame *f, const uint
 static int rx_write(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
 {
 	struct iovec iov[2];
-	int n = hub_rx_target(sl->l, f->imm, f->raddr, f->len, iov);
+	int again = 0, n = hub_rx_target(sl->l, f->imm, f->raddr, f->len, iov, &again);
 	if (sl->closed)
 		return -1;
 	if (n < 0) {
@@ -59,7 +59,8 @@ static int rx_write(struct soft_link *sl, const struct wire_frame *f, const uint
 			memcpy(iov[i].iov_base, src, iov[i].iov_len);
 			src += iov[i].iov_len;
 		}
-		soft_cq_push(sl->sx, &wc);
+		if (!again) /* else counted by the hub that died in it */
+			soft_cq_push(sl->sx, &wc);
 	}
 	return 0;
 }
@@ -99,10 +100,10 @@ static int rx_frame(struct soft_link *sl, const struct wire_frame *f, const uint
 
 void soft_parse(struct soft_link *sl)
 {
-	size_t off = 0;
+	uint32_t len = soft_in_len(sl), off = soft_in_off(sl);
 	struct hub *h = sl->sx->h;
 	sl->need_parse = 0;
-	while (!sl->closed && sl->ilen - off >= WIRE_FRAME_LEN) {
+	while (!sl->closed && len - off >= WIRE_FRAME_LEN) {
 		struct wire_frame f;
 		const char *why;
 		const uint8_t *p = sl->in + off;
@@ -112,7 +113,7 @@ void soft_parse(struct soft_link *sl)
 			fail(sl, why);
 			return;
 		}
-		if (sl->ilen - off < WIRE_FRAME_LEN + (size_t)f.len)
+		if (len - off < WIRE_FRAME_LEN + (size_t)f.len)
 			break;
 		r = rx_frame(sl, &f, p + WIRE_FRAME_LEN);
 		if (r < 0)
@@ -120,22 +121,30 @@ void soft_parse(struct soft_link *sl)
 		if (r > 0)
 			break;
 		off += WIRE_FRAME_LEN + f.len;
+		soft_in_set(sl, len, off);
 	}
 	if (sl->closed)
 		return;
-	if (off) {
-		memmove(sl->in, sl->in + off, sl->ilen - off);
-		sl->ilen -= off;
-	}
+	if (off && off == len)
+		soft_in_set(sl, 0, 0);
 	soft_set_events(sl);
 }
 
 /* One read into the incoming buffer: its length, 0 at the end, -1 (errno) */
 static ssize_t read_some(struct soft_link *sl)
 {
+	uint32_t len = soft_in_len(sl), off = soft_in_off(sl);
 	ssize_t n;
-	if (sl->icap - sl->ilen < SOFT_IN_CHUNK) {
-		size_t cap = sl->ilen + SOFT_IN_CHUNK + WIRE_FRAME_LEN + WIRE_MAX_WRITE;
+	if (off && len - off <= off && sl->icap - len < SOFT_IN_CHUNK) {
+		/* the unparsed rest to the front, where it overlaps nothing it
+		 * is copied from: a successor finds one or the other whole */
+		memcpy(sl->in, sl->in + off, len - off);
+		len -= off;
+		off = 0;
+		soft_in_set(sl, len, off);
+	}
+	if (sl->icap - len < SOFT_IN_CHUNK) {
+		size_t cap = len + SOFT_IN_CHUNK + WIRE_FRAME_LEN + WIRE_MAX_WRITE;
 		uint8_t *b = realloc(sl->in, cap);
 		if (!b) {
 			errno = EAGAIN;
@@ -144,9 +153,9 @@ static ssize_t read_some(struct soft_link *sl)
 		sl->in = b;
 		sl->icap = cap;
 	}
-	n = recv(sl->fd, sl->in + sl->ilen, sl->icap - sl->ilen, MSG_DONTWAIT);
+	n = recv(sl->fd, sl->in + len, sl->icap - len, MSG_DONTWAIT);
 	if (n > 0)
-		sl->ilen += n;
+		soft_in_set(sl, len + (uint32_t)n, off);
 	return n;
 }
 

@@ -57,8 +57,11 @@ void hub_link_writable(struct xlink *l);
 int hub_link_waiting(const struct xlink *l);
 
 /* Where does the payload of an incoming write go?  iov count, 0 to discard,
- * -1 when the write breaks the protocol (the link is then dropped). */
-int hub_rx_target(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
+ * -1 when the write breaks the protocol (the link is then dropped).
+ * *AGAIN is set when it is the write counted last, read again from a link
+ * being drained (the hub that placed it died before it was done): placed
+ * again, and not completed a second time. */
+int hub_rx_target(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2], int *again);
 /* The same check for a transport whose NIC already placed the payload
  * (verbs): 1 when the write was in order and within credit, 0 when its
  * socket is gone, -1 when it breaks the protocol. */

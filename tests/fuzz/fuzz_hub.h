@@ -513,7 +513,7 @@ static inline int fh_sent_idx(struct link *l, uint8_t op, uint32_t k)
 static inline void fh_rx_write(struct link *l, uint32_t imm, uint64_t pos, uint32_t len)
 {
 	struct iovec iov[2];
-	int n;
+	int n, again = 0;
 	if (!(l->x.xp->ops->flags & XP_POSITIONAL)) {
 		/* verbs: the NIC placed it already; the hub checks afterwards */
 		n = hub_rx_written(&l->x, imm, len);
@@ -527,7 +527,7 @@ static inline void fh_rx_write(struct link *l, uint32_t imm, uint64_t pos, uint3
 		}
 		return;
 	}
-	n = hub_rx_target(&l->x, imm, pos, len, iov);
+	n = hub_rx_target(&l->x, imm, pos, len, iov, &again);
 	if (n < 0) {
 		hub_link_fail(&l->x, "write outside its socket's ring window");
 		return;
@@ -549,7 +549,8 @@ static inline void fh_rx_write(struct link *l, uint32_t imm, uint64_t pos, uint3
 			tot += iov[i].iov_len;
 		}
 		FH_CHECK(tot == len, "rx iovs cover %llu of %u bytes", (unsigned long long)tot, len);
-		cq_add(&wc);
+		if (!again)
+			cq_add(&wc);
 	}
 }
 
