@@ -6,6 +6,7 @@
 # hubs' stat shows it was an rshare connection.  With SA_RESTART the
 # kernel restarts recv(), and rshare must do the same.  Each case runs the
 # same programs without the preload first, as the reference.
+# waits: recv blocked until an alarm (tests/run runs it beside the others)
 
 load lib
 

@@ -6,6 +6,7 @@
 # ring are full, never having handed over more than the two rings hold; the
 # receiver's socket never takes more than its ring.  When the receiver
 # reads again every byte arrives, in order, verified, then EOF.
+# waits: a receiver that stops reading for 3 s (tests/run runs it beside the others)
 
 load lib
 

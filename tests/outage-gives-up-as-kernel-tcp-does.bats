@@ -13,6 +13,7 @@
 #   - bytes written during the cut, no option: rshare gives up after
 #     link_outage (here 3 s, where kernel TCP's tcp_retries2 takes about
 #     15 minutes): ETIMEDOUT too, told apart by the hub's counter.
+# waits: four 8 s cuts of the wire (tests/run runs it beside the others)
 
 load lib
 

@@ -8,6 +8,7 @@
 # one), the new link's RESUME meets a hub that no longer knows the sockets
 # (RESET), or the node refuses the new link (no hub): every connection is
 # reset too, at once, not after link_outage.
+# waits: two cuts of the wire, and link timeouts (tests/run runs it beside the others)
 
 load lib
 

@@ -13,6 +13,7 @@
 # proves that every connection crossed the one link between the nodes, and
 # then with both sides on one node, where every connection took the
 # same-node path (shared memory, no link).
+# waits: poll, select and epoll timeouts, and idle waits that cost no CPU (tests/run runs it beside the others)
 
 load lib
 

@@ -14,6 +14,7 @@
 # writer and goes back the same way.  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
 # the same program reports on kernel TCP.  The hubs' stat shows the sizes
 # and the ring moves; the link carried the bytes.
+# waits: rings that go back after 1 s idle, looked at for seconds (tests/run runs it beside the others)
 
 load lib
 

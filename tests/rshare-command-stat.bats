@@ -2,6 +2,7 @@
 # `rshare stat`: a line per socket like ss, filters by state, port and pid,
 # -l links, -p pools and processes, -a all, --json (filtered too), -w
 # refreshing once a second, and "no hub" (exit 1) where none runs.
+# waits: `rshare stat -w` refreshing once a second (tests/run runs it beside the others)
 
 load lib
 
