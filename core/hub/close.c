@@ -39,7 +39,7 @@ static void release_listener(struct hub *h, struct hsock *s)
 
 static void release_established(struct hub *h, struct hsock *s, int abort)
 {
-	uint64_t head, seen;
+	uint64_t head, seen, placed;
 	if (s->lp) {
 		struct ring *r = hsock_ring(s, 0);
 		/* unread data is lost: the kernel resets then, too */
@@ -51,16 +51,20 @@ static void release_established(struct hub *h, struct hsock *s, int abort)
 		return;
 	}
 	head = hsock_rx_head(s, &seen);
+	/* on verbs a placed tail shows the reader bytes whose completion has
+	 * not reached us yet: past what it has seen, they are unread data */
+	placed = placed_end(s->as, s->rx_tail, hsock_rx_room(s));
 	if (seen != head) {
 		/* the reader took what a placed tail showed: unread data only
 		 * if the tail says more came; else the writes that land up to
 		 * where it read are no data after the close (data.c) */
-		if (placed_end(s->as, s->rx_tail, hsock_rx_room(s)) == seen)
+		if (placed == seen)
 			s->rx_read_ahead = seen;
 		else
 			head = seen;
 	}
-	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || (!s->link && !s->suspended)) {
+	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || placed > seen ||
+	    (!s->link && !s->suspended)) {
 		log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
 		/* what the program wrote before its close goes first, as the
 		 * kernel had sent it by then; the reset follows once it has
