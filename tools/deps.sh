@@ -19,6 +19,7 @@ pkgs=(
 	man-db          # man --warnings
 	groff-base      # man page formatting
 	valgrind        # tests/hub-clean-under-valgrind.bats
+	gdb             # tests/hub-killed-*.bats: a hub killed as a read returns
 	libtsan2        # gcc's ThreadSanitizer runtime: make TSAN=1, tests/threads-race-free-under-tsan.bats
 	qemu-system-x86 # tests/vm: Soft-RoCE guests (TCG)
 	debootstrap     # tests/vm/image.sh: the guest's root filesystem

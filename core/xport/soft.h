@@ -31,6 +31,17 @@ struct soft_pend { /* a completion waiting for its frame to be acknowledged */
 	struct xwc wc;
 };
 
+/* The incoming buffer: BASE bytes of the link's stream came before in[0];
+ * in holds LEN bytes, OFF of them parsed.  Stored after each frame, so
+ * that a successor of a hub killed in the middle of a parse goes on after
+ * the last frame it finished (the frame it died in is placed again:
+ * hub_rx_target), and the bytes of a read it did not count are found
+ * (soft_in_recover). */
+struct soft_inpos {
+	uint64_t base;
+	uint32_t len, off;
+};
+
 struct soft_link {
 	struct hub_ev ev; /* first: epoll data points here */
 	struct soft *sx;
@@ -47,28 +58,26 @@ struct soft_link {
 	uint32_t pw_head, pw_n, pw_cap;
 	uint8_t *in;
 	size_t icap;
-	/* what in holds: its length << 32 | how much of it was parsed, one
-	 * word stored after each frame, so that a successor of a hub killed
-	 * in the middle of a parse goes on after the last frame it finished
-	 * (warden.c; the frame it died in is placed again: hub_rx_target) */
-	_Atomic uint64_t ipos;
+	/* what in holds (struct soft_inpos), in two copies: the one ipi
+	 * names is current; a change fills the other, then names it, so that
+	 * a successor of a hub killed at any point (warden.c) finds one whole */
+	struct soft_inpos ip[2];
+	_Atomic uint32_t ipi;
 	struct soft_recv *rq;
 	uint32_t rq_head, rq_n, rq_cap;
 	struct soft_link *next;
 };
 
-static inline uint32_t soft_in_len(const struct soft_link *sl)
+static inline struct soft_inpos soft_in(const struct soft_link *sl)
 {
-	return (uint32_t)(atomic_load_explicit(&sl->ipos, memory_order_relaxed) >> 32);
-}
-static inline uint32_t soft_in_off(const struct soft_link *sl)
-{
-	return (uint32_t)atomic_load_explicit(&sl->ipos, memory_order_relaxed);
+	return sl->ip[atomic_load_explicit(&sl->ipi, memory_order_acquire) & 1];
 }
 /* after what it says is done (release: the placement before it) */
-static inline void soft_in_set(struct soft_link *sl, uint32_t len, uint32_t off)
+static inline void soft_in_set(struct soft_link *sl, uint64_t base, uint32_t len, uint32_t off)
 {
-	atomic_store_explicit(&sl->ipos, (uint64_t)len << 32 | off, memory_order_release);
+	uint32_t k = (atomic_load_explicit(&sl->ipi, memory_order_relaxed) & 1) ^ 1;
+	sl->ip[k] = (struct soft_inpos){.base = base, .len = len, .off = off};
+	atomic_store_explicit(&sl->ipi, k, memory_order_release);
 }
 
 struct soft {

@@ -13,8 +13,12 @@
 #include <stdlib.h>
 #include <poll.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include "log.h"
 #include "soft.h"
 
 /* Each frame handler: 0 frame taken, 1 not now (stop parsing, keep the
@@ -100,7 +104,8 @@ static int rx_frame(struct soft_link *sl, const struct wire_frame *f, const uint
 
 void soft_parse(struct soft_link *sl)
 {
-	uint32_t len = soft_in_len(sl), off = soft_in_off(sl);
+	struct soft_inpos ip = soft_in(sl);
+	uint32_t len = ip.len, off = ip.off;
 	struct hub *h = sl->sx->h;
 	sl->need_parse = 0;
 	while (!sl->closed && len - off >= WIRE_FRAME_LEN) {
@@ -121,27 +126,30 @@ void soft_parse(struct soft_link *sl)
 		if (r > 0)
 			break;
 		off += WIRE_FRAME_LEN + f.len;
-		soft_in_set(sl, len, off);
+		soft_in_set(sl, ip.base, len, off);
 	}
 	if (sl->closed)
 		return;
 	if (off && off == len)
-		soft_in_set(sl, 0, 0);
+		soft_in_set(sl, ip.base + len, 0, 0);
 	soft_set_events(sl);
 }
 
 /* One read into the incoming buffer: its length, 0 at the end, -1 (errno) */
 static ssize_t read_some(struct soft_link *sl)
 {
-	uint32_t len = soft_in_len(sl), off = soft_in_off(sl);
+	struct soft_inpos ip = soft_in(sl);
+	uint64_t base = ip.base;
+	uint32_t len = ip.len, off = ip.off;
 	ssize_t n;
 	if (off && len - off <= off && sl->icap - len < SOFT_IN_CHUNK) {
 		/* the unparsed rest to the front, where it overlaps nothing it
 		 * is copied from: a successor finds one or the other whole */
 		memcpy(sl->in, sl->in + off, len - off);
+		base += off;
 		len -= off;
 		off = 0;
-		soft_in_set(sl, len, off);
+		soft_in_set(sl, base, len, off);
 	}
 	if (sl->icap - len < SOFT_IN_CHUNK) {
 		size_t cap = len + SOFT_IN_CHUNK + WIRE_FRAME_LEN + WIRE_MAX_WRITE;
@@ -155,7 +163,7 @@ static ssize_t read_some(struct soft_link *sl)
 	}
 	n = recv(sl->fd, sl->in + len, sl->icap - len, MSG_DONTWAIT);
 	if (n > 0)
-		soft_in_set(sl, len + (uint32_t)n, off);
+		soft_in_set(sl, base, len + (uint32_t)n, off);
 	return n;
 }
 
@@ -186,12 +194,42 @@ void soft_on_readable(struct soft_link *sl)
  * receive then is passed over, not waited for: the link is down, nothing
  * would take it (the hub may have died with many unrouted), and the bytes
  * behind it must be read. */
+/* A hub killed in a recv (SIGKILL ends it on the call's way out) took
+ * bytes from the kernel that it did not count: they are in the buffer,
+ * after what it counted.  The kernel's count of the bytes read (those it
+ * received less those still queued, looked at until no byte came between
+ * the looks) says how many; not once the peer's FIN came, which both
+ * counts take in (established, or our FIN sent: TCP_ESTABLISHED,
+ * TCP_FIN_WAIT1, TCP_FIN_WAIT2 are 1, 4, 5). */
+static void soft_in_recover(struct soft_link *sl)
+{
+	struct soft_inpos ip = soft_in(sl);
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	int q1, q2, tries = 0;
+	uint64_t read, have = ip.base + ip.len;
+	do {
+		if (ioctl(sl->fd, SIOCINQ, &q1) < 0 || getsockopt(sl->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
+		    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+		    ioctl(sl->fd, SIOCINQ, &q2) < 0)
+			return;
+	} while (q1 != q2 && ++tries < 100);
+	read = ti.tcpi_bytes_received - (uint64_t)q1;
+	if (q1 != q2 || (ti.tcpi_state != 1 && ti.tcpi_state != 4 && ti.tcpi_state != 5) || read <= have ||
+	    read - have > sl->icap - ip.len)
+		return;
+	log_info("link %u: %llu bytes read by a hub that died before it counted them: parsed now", sl->l->id,
+		 (unsigned long long)(read - have));
+	soft_in_set(sl, ip.base, ip.len + (uint32_t)(read - have), ip.off);
+}
+
 void soft_link_drain(struct xlink *l, int wait_ms)
 {
 	struct soft_link *sl = SL(l);
 	int left = wait_ms;
 	if (!sl || sl->closed)
 		return;
+	soft_in_recover(sl);
 	if (wait_ms > 0)
 		shutdown(sl->fd, SHUT_WR);
 	sl->draining = 1;
@@ -199,7 +237,7 @@ void soft_link_drain(struct xlink *l, int wait_ms)
 		sl->stalled = 0;
 		soft_parse(sl);
 	}
-	for (int i = 0; !sl->closed && !sl->stalled && i < 4096; i++) {
+	for (int i = 0; !sl->closed && i < 4096; i++) {
 		ssize_t n = read_some(sl);
 		if (n < 0 && errno == EAGAIN && left > 0) {
 			/* poll's wait, counted in whole steps: no clock needed */
