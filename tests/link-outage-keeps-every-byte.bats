@@ -11,6 +11,7 @@
 # connections alike, as on kernel TCP.
 
 load lib
+load handover # summary, stall_of
 
 setup() {
 	rs_require echo-server echo-client
@@ -42,12 +43,8 @@ cut_runs() {
 	ip -n "$NS_B" link set "vb$RS_SUF" up
 	rs_wait_file "$RS_TMP/$1.out" '^echo-client:' 1 90
 	rs_wait_file "$RS_TMP/$3.out" '^echo-client:' 1 90
-	K=$(summary_of "$1")
-	R=$(summary_of "$3")
-}
-
-summary_of() {
-	sed -n 's/^echo-client: \(conns=[0-9]* verified=[0-9]* resets=[0-9]* errors=[0-9]*\).*/\1/p' "$RS_TMP/$1.out"
+	K=$(summary "$1")
+	R=$(summary "$3")
 }
 
 # resumed_on_both N: the hubs' stat says that a link was lost, that N
@@ -66,10 +63,6 @@ resumed_on_both() {
 		     "fallback_connects A \($A.counters.fallback_connects) B \($B.counters.fallback_connects)"),
 		fail([$B.links[] | select(.state == "up" and .transport == "soft")] | length >= 1;
 		     "B has no soft link up")'
-}
-
-stall_of() {
-	sed -n 's/^echo-client: .* stall_ms=\([0-9]*\).*/\1/p' "$RS_TMP/$1.out"
 }
 
 @test "a 3 s outage of the wire during transfers loses no connection and no byte, as on kernel TCP" {
