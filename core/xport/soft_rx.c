@@ -233,10 +233,10 @@ void soft_link_drain(struct xlink *l, int wait_ms)
 	if (wait_ms > 0)
 		shutdown(sl->fd, SHUT_WR);
 	sl->draining = 1;
-	if (sl->stalled) {
-		sl->stalled = 0;
-		soft_parse(sl);
-	}
+	/* what the buffer holds first (a stalled parse's rest, a dead hub's
+	 * last read): the reads below may find nothing more */
+	sl->stalled = 0;
+	soft_parse(sl);
 	for (int i = 0; !sl->closed && i < 4096; i++) {
 		ssize_t n = read_some(sl);
 		if (n < 0 && errno == EAGAIN && left > 0) {
