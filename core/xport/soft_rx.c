@@ -183,17 +183,6 @@ void soft_on_readable(struct soft_link *sl)
 	soft_parse(sl);
 }
 
-/* A lost link, before it is closed: every byte the kernel took from the
- * peer (and acknowledged: the peer counts those writes complete) is read
- * and placed, or the peer could not go on (resume.c).  With WAIT_MS (this
- * hub lets go of a link that works: a restart, a successor), the link is
- * half-closed and read until the peer's end, for at most WAIT_MS: what
- * the peer sends until it sees the end is placed too, and the close that
- * follows finds nothing unread (which would reset the connection and lose
- * bytes the peer counts complete).  A control message that finds no posted
- * receive then is passed over, not waited for: the link is down, nothing
- * would take it (the hub may have died with many unrouted), and the bytes
- * behind it must be read. */
 /* A hub killed in a recv (SIGKILL ends it on the call's way out) took
  * bytes from the kernel that it did not count: they are in the buffer,
  * after what it counted.  The kernel's count of the bytes read (those it
@@ -223,6 +212,17 @@ static void soft_in_recover(struct soft_link *sl)
 	soft_in_set(sl, ip.base, ip.len + (uint32_t)(read - have), ip.off);
 }
 
+/* A lost link, before it is closed: every byte the kernel took from the
+ * peer (and acknowledged: the peer counts those writes complete) is read
+ * and placed, or the peer could not go on (resume.c).  With WAIT_MS (this
+ * hub lets go of a link that works: a restart, a successor), the link is
+ * half-closed and read until the peer's end, for at most WAIT_MS: what
+ * the peer sends until it sees the end is placed too, and the close that
+ * follows finds nothing unread (which would reset the connection and lose
+ * bytes the peer counts complete).  A control message that finds no posted
+ * receive then is passed over, not waited for: the link is down, nothing
+ * would take it (the hub may have died with many unrouted), and the bytes
+ * behind it must be read. */
 void soft_link_drain(struct xlink *l, int wait_ms)
 {
 	struct soft_link *sl = SL(l);
