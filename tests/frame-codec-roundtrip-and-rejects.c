@@ -244,6 +244,13 @@ static struct wire_ctl ctl_of(uint8_t op)
 		c.val = 0x7f0012345fc0ull;
 		c.rkey = 0x4321;
 		break;
+	case CTL_REKEY: {
+		const struct wire_ring r[2] = {{0x7f0012340000ull, 0x5678, 256u << 10}, {0x7f0099990000ull, 0x9abc, 4u << 10}};
+		c.dst = 0x00c0000c;
+		c.src = 0x00d0000d;
+		wire_rekey_put(&c, r);
+		break;
+	}
 	default:
 		c.dst = 0x00400004;
 	}
@@ -324,27 +331,6 @@ static void ctl_accept_cases(void)
 }
 
 /* what does not: wrong lengths, unknown ops, bad fields per op */
-/* RESUME's positions, and the receive ring's new address and key that a
- * hub which registered its rings again (a restart on verbs) adds */
-static void resume_positions_and_ring(void)
-{
-	struct wire_ctl c = ctl_of(CTL_RESUME), co;
-	uint64_t done, head, at, raddr;
-	const char *w = NULL;
-	ctl_put(&c);
-	CHECK_EQ(wire_ctl_decode(cb, WIRE_CTL_LEN, &co, &w), 0);
-	wire_resume_get(&co, &done, &head, &at);
-	CHECK(done == 0x1111222233334444ull && head == 0x5555666677778888ull && at == 0x99990000aaaabbbbull);
-	CHECK_EQ(wire_resume_ring_get(&co, &raddr), 0u); /* the ring did not change */
-	wire_resume_ring_put(&c, 0x7fff12345000ull, 0xabcd);
-	ctl_put(&c);
-	CHECK_EQ(wire_ctl_decode(cb, WIRE_CTL_LEN, &co, &w), 0);
-	CHECK_EQ(wire_resume_ring_get(&co, &raddr), 0xabcdu);
-	CHECK(raddr == 0x7fff12345000ull);
-	wire_resume_get(&co, &done, &head, &at);
-	CHECK(at == 0x99990000aaaabbbbull);
-}
-
 static void ctl_reject_cases(void)
 {
 	struct wire_ctl c;
@@ -396,7 +382,7 @@ static void ctl_reject_cases(void)
 	c = ctl_of(CTL_RESUME); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_RESUME); c.ring = 3; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_RESUME); c.reason = 2; ctl_put(&c); REJECT(dec_ctl);
-	resume_positions_and_ring();
+	/* (RESUME's positions and keys, REKEY's rings: resume-and-rekey-carry-ring-keys.c) */
 	/* PLACED: both ids, an address and a key */
 	c = ctl_of(CTL_PLACED); c.dst = 0; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_PLACED); c.src = 0; ctl_put(&c); REJECT(dec_ctl);

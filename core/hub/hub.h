@@ -245,6 +245,9 @@ struct hsock {
 	 * go to the old ring, which the peer keeps until then (resume.c) */
 	uint64_t peer_old_raddr, peer_switch_at;
 	uint32_t peer_old_ring, peer_old_rkey;
+	/* verbs: the peer's new and old receive rings from its REKEY (its
+	 * keys changed while that ring changed size), taken at its RESUME */
+	struct wire_ring peer_rekey[2];
 	/* verbs, placed tails (data.c): where the peer's socket takes the end
 	 * of our writes (its CTL_PLACED; key 0: nowhere) and the number of the
 	 * peer's ring we write to; ours: our word's key and our ring's number */
@@ -282,7 +285,8 @@ struct hsock {
 		redial : 1,         /* connecting: its CONNECT went with a lost link, sent again soon */
 		torn : 1,           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
 		rekeyed : 1,        /* verbs: its rings' keys were taken again by a new hub (resume.c) */
-		credit_later : 1;   /* the reader was past rx_tail when it asked credit: ask again at the next write */
+		credit_later : 1,   /* the reader was past rx_tail when it asked credit: ask again at the next write */
+		peer_rekeyed : 1;   /* peer_rekey holds the peer's REKEY */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
@@ -565,14 +569,22 @@ static inline uint64_t link_opener(const struct hub *h, const struct link *l)
 /* resume.c: connections that outlive a lost link */
 int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
 int hsock_ring_keys(struct hub *h, struct hsock *s); /* conn.c: verbs keys of its rings, 0 or -errno */
-int hsock_ring_changing(const struct hsock *s); /* verbs: the peer may write to two of its rings (resize.c) */
+int hsock_ring_changing(const struct hsock *s); /* verbs: the peer may write to two of its rings (rekey.c) */
 void hub_rekey(struct hub *h);              /* verbs: keys again for the rings of adopted sockets */
 void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */
 void hsock_redial_later(struct hub *h, struct hsock *s); /* its CONNECT went with a lost link */
 void hub_relink_note(struct hub *h, struct link *l);
 void hub_relink_refused(struct hub *h, struct link *l); /* the peer node has no hub: reset */
+void hub_relink_unrefused(struct hub *h, const struct link *l);
 void hub_resume_link_up(struct hub *h, struct link *l);
 void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c);
+void hub_on_rekey(struct hub *h, const struct wire_ctl *c);
+/* rekey.c: a ring's address as the peer writes it; the REKEY that goes
+ * before a RESUME, and the peer's, taken at its RESUME (0, or -1) */
+uint64_t hsock_ring_addr(const struct hsock *s, uint64_t off);
+void hsock_send_rekey(struct hsock *s);
+int hsock_rekey_apply(struct hsock *s);
+void hsock_waiting_reset(struct hub *h, struct hsock *s); /* resume.c: ends with ECONNRESET, forgotten */
 void hub_resume_timers(struct hub *h);
 void hub_resume_init(struct hub *h); /* the kernel's keepalive settings */
 

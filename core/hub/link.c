@@ -179,9 +179,10 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	struct hub *h = the_hub;
 	struct link *l = link_of(xl);
 	struct link **pp;
+	int was_up = l->state == LINK_UP;
 	if (l->state == LINK_DOWN)
 		return;
-	if (l->state == LINK_UP) {
+	if (was_up) {
 		log_warn("link %u to node %016llx dropped: %s", l->x.id, (unsigned long long)l->x.peer_node, why);
 		h->links_dropped++;
 	} else if (l->relink) {
@@ -200,6 +201,8 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	hub_relink_note(h, l);
 	if (l->refused)
 		hub_relink_refused(h, l);
+	else if (l->relink && !was_up)
+		hub_relink_unrefused(h, l);
 	l->state = LINK_DOWN;
 	for (pp = &h->links; *pp; pp = &(*pp)->next)
 		if (*pp == l) {

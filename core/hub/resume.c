@@ -52,12 +52,14 @@
  *
  * A hub that restarted, or took over from a dead one, on verbs (restart.c,
  * warden.c) registered every ring again: the keys and, after an execve,
- * the addresses its peers write to are new (hub_rekey).  Its RESUME
- * carries its receive ring's new address and key (the new ring's, when
+ * the addresses its peers write to are new (hub_rekey).  On verbs every
+ * RESUME carries the receive ring's address and key (the new ring's, when
  * the peer switched to it already), which the peer writes to from then
- * on.  A receive ring change that may have the peer write to two of our
- * rings cannot be carried that way: a restart waits for its end
- * (hsock_ring_changing), and a succession resets that connection.
+ * on.  While the receive ring changes size the peer may write to either
+ * of two rings (hsock_ring_changing): a REKEY goes right before the
+ * RESUME with both, each named by its size, and the peer takes each for
+ * the ring of that size it writes to now or wrote to before its last
+ * switch (rekey_apply).
  *
  * A receive ring change under way (resize.c) is settled by the RESUME too:
  * each side says which of the receiver's rings it writes to and from which
@@ -96,6 +98,7 @@ int hsock_suspend(struct hub *h, struct hsock *s, struct link *l)
 	 * registration, may be another by then (what a reader took by one
 	 * comes again, the same bytes, and counts then) */
 	s->peer_placed_rkey = 0;
+	s->peer_rekeyed = 0; /* a REKEY whose RESUME went with the link */
 	if (s->rx_expect > s->rx_tail && s->as) {
 		/* placed, their completions gone with the link: count them */
 		s->rx_tail = s->rx_expect;
@@ -157,7 +160,7 @@ void hub_relink_note(struct hub *h, struct link *l)
 
 /* A waiting connection ends with ECONNRESET, forgotten by the peer side:
  * a RESUME for it is answered with RESET. */
-static void waiting_reset(struct hub *h, struct hsock *s)
+void hsock_waiting_reset(struct hub *h, struct hsock *s)
 {
 	hsock_resume_forget(s);
 	s->peer = 0;
@@ -201,12 +204,22 @@ void hub_relink_refused(struct hub *h, struct link *l)
 			struct hsock *s = h->socks[sid];
 			if (!s || !s->suspended || s->susp_node != r->node)
 				continue;
-			waiting_reset(h, s);
+			hsock_waiting_reset(h, s);
 			n++;
 		}
 		log_info("node %016llx has no hub any more: %u connections reset", (unsigned long long)r->node, n);
 		*r = h->relinks[--h->nrelinks];
 	}
+}
+
+/* A new link to the node of a lost one ended otherwise than refused (it
+ * timed out, say): the node's refusals, if it refuses again, are held
+ * for HUB_RELINK_REFUSED_HOLD_MS afresh. */
+void hub_relink_unrefused(struct hub *h, const struct link *l)
+{
+	for (uint32_t i = 0; i < h->nrelinks; i++)
+		if (addr_same_ip(&h->relinks[i].addr, &l->x.peer_addr))
+			h->relinks[i].refused_ms = 0;
 }
 
 static void send_resume(struct hsock *s)
@@ -216,53 +229,14 @@ static void send_resume(struct hsock *s)
 	c.ring = s->peer_ring;
 	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
 	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
-	if (s->rekeyed && !(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+		if (hsock_ring_changing(s) && s->rx_next_off)
+			hsock_send_rekey(s);
 		/* the ring the peer writes to: the new one once it switched */
-		uint64_t off = s->rx_switch ? s->rx_next_off : s->rx_off;
-		wire_resume_ring_put(&c, (uint64_t)(uintptr_t)arena_bytes(s->pool->base, off),
+		wire_resume_ring_put(&c, hsock_ring_addr(s, s->rx_switch ? s->rx_next_off : s->rx_off),
 				     s->rx_switch ? s->rx_next_rkey : s->rx_rkey);
 	}
 	link_send_ctl(s->link, &c, 0);
-}
-
-/* Whether the peer may write to two receive rings of s, or to one whose
- * key it may not learn: a RING offered and not answered (the peer may
- * have switched to it), or bytes below the position of a switch not yet
- * placed (sent again, they go to the old ring).  A switch answered, with
- * every byte before it placed, is not: the peer writes to the new ring
- * only.  (The peer's own ring changes do not matter: its keys stay.) */
-int hsock_ring_changing(const struct hsock *s)
-{
-	return s->rx_offered || s->rx_tail < s->rx_switch_at;
-}
-
-/* A hub that opened the RDMA device again (an execve, or a successor of a
- * dead hub) has new keys for every ring, and after an execve new
- * addresses: the rings of the sockets that went over verbs are registered
- * again, the receive ring of a lingering one too (its peer may write
- * until it hears our FIN or RESET); their RESUME tells the peers
- * (send_resume).  A socket whose ring changed size meanwhile, or whose
- * rings cannot be registered, is reset. */
-void hub_rekey(struct hub *h)
-{
-	uint32_t n = 0, unused;
-	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
-		struct hsock *s = h->socks[sid];
-		if (!s || !s->peer_raddr || !s->suspended)
-			continue;
-		if (hsock_ring_changing(s) || hsock_ring_keys(h, s) < 0 ||
-		    (s->rx_switch && pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey) < 0)) {
-			log_warn("socket %u: %s as its hub ended (ring offered %d, placed %llu, switch at %llu): reset",
-				 s->sid, hsock_ring_changing(s) ? "its ring was changing size" : "its rings cannot be registered again",
-				 s->rx_offered, (unsigned long long)s->rx_tail, (unsigned long long)s->rx_switch_at);
-			waiting_reset(h, s);
-			continue;
-		}
-		s->rekeyed = 1;
-		n++;
-	}
-	if (n)
-		log_info("verbs: %u connections' rings registered again", n);
 }
 
 /* s goes on over l: attached, and our RESUME sent; 0, or -1 when it cannot
@@ -342,10 +316,12 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 		uint32_t rkey = wire_resume_ring_get(c, &raddr);
 		if (rkey && !raddr)
 			return -1;
-		if (rkey) { /* the peer's hub registered its ring again */
+		if (rkey) { /* the ring we write to (its hub may have registered it again) */
 			s->peer_raddr = raddr;
 			s->peer_rkey = rkey;
 		}
+		if (s->peer_rekeyed && hsock_rekey_apply(s) < 0)
+			return -1;
 	}
 	if (s->susp_placed && done > s->rx_tail) {
 		/* its writes that completed are in our ring: the tail moves
@@ -393,6 +369,7 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 {
 	struct hsock *s = hsock_by_imm(h, c->dst);
 	uint64_t rx0, tx0;
+	int r;
 	if (!s || s->peer != c->src || s->lp) {
 		h->stale_dropped++;
 		link_send_simple(l, CTL_RESET, c->src, 0, 0);
@@ -420,7 +397,9 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	}
 	rx0 = s->rx_tail;
 	tx0 = s->tx_done;
-	if (resume_apply(h, s, c) < 0) {
+	r = resume_apply(h, s, c);
+	s->peer_rekeyed = 0;
+	if (r < 0) {
 		log_warn("socket %u: the peer placed %llu bytes, %llu were sent: cannot go on", s->sid,
 			 (unsigned long long)c->val, (unsigned long long)s->tx_done);
 		s->resuming = 0;

@@ -79,6 +79,10 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		hub_on_resume(h, l, &c); /* names a socket of another link */
 		return;
 	}
+	if (c.op == CTL_REKEY) {
+		hub_on_rekey(h, &c); /* ... and so does the REKEY before it */
+		return;
+	}
 	s = hsock_by_imm(h, c.dst);
 	if (!s || s->link != l) {
 		h->stale_dropped++;

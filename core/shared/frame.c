@@ -110,14 +110,67 @@ static int ring_size_ok(uint32_t r)
 	return r >= ARENA_MIN_RING && r <= ARENA_MAX_RING && (r & (r - 1)) == 0;
 }
 
-/* the ops that carry a memory key (verbs) */
-static int op_keyed(uint8_t op)
+/* ---- what each op must hold ---- */
+
+static const char *connect_why(const struct wire_ctl *c)
 {
-	return op == CTL_CONNECT || op == CTL_ACCEPT || op == CTL_RING || op == CTL_RESUME || op == CTL_PLACED;
+	return c->family != AF_INET && c->family != AF_INET6 ? "CONNECT with unknown address family" : NULL;
 }
+
+static const char *refuse_why(const struct wire_ctl *c)
+{
+	return c->reason != REFUSE_NO_LISTENER && c->reason != REFUSE_NO_SPACE ? "REFUSE with unknown reason" : NULL;
+}
+
+static const char *resume_why(const struct wire_ctl *c)
+{
+	return c->reason & ~RESUME_HAVE_FIN ? "RESUME with unknown flags" : NULL;
+}
+
+static const char *placed_why(const struct wire_ctl *c)
+{
+	return !c->val || !c->rkey ? "PLACED without an address" : NULL;
+}
+
+static const char *rekey_why(const struct wire_ctl *c)
+{
+	struct wire_ring r[2];
+	wire_rekey_get(c, r);
+	if (!ring_size_ok(r[0].size) || !ring_size_ok(r[1].size) || r[0].size == r[1].size)
+		return "REKEY with impossible ring sizes";
+	if (!r[0].raddr || !r[0].rkey || !r[1].raddr || !r[1].rkey)
+		return "REKEY without an address";
+	return NULL;
+}
+
+enum { IDS_DST = 1, IDS_SRC = 2, IDS_NO_DST = 4 };
+
+/* Per op: the socket ids it needs (IDS_*: dst, src, a dst of 0) and what
+ * it is called when they are wrong; what a bad ring size is called where
+ * ring is one; whether it may carry a memory key (verbs); its own checks.
+ * An op without ids_bad is unknown. */
+static const struct op_rule {
+	uint8_t ids, keyed;
+	const char *ids_bad, *ring_bad;
+	const char *(*more)(const struct wire_ctl *c);
+} op_rules[CTL_MAX + 1] = {
+	[CTL_CONNECT] = {IDS_NO_DST | IDS_SRC, 1, "CONNECT with bad socket ids", "CONNECT with impossible ring size", connect_why},
+	[CTL_ACCEPT] = {IDS_DST | IDS_SRC, 1, "ACCEPT with bad socket ids", "ACCEPT with impossible ring size", NULL},
+	[CTL_REFUSE] = {IDS_DST, 0, "REFUSE without destination", NULL, refuse_why},
+	[CTL_FIN] = {IDS_DST, 0, "control message without destination", NULL, NULL},
+	[CTL_RESET] = {IDS_DST, 0, "control message without destination", NULL, NULL},
+	[CTL_CREDIT] = {IDS_DST, 0, "control message without destination", NULL, NULL},
+	[CTL_PING] = {IDS_NO_DST, 0, "PING with a destination", NULL, NULL},
+	[CTL_RING] = {IDS_DST | IDS_SRC, 1, "RING with bad socket ids", "RING with impossible ring size", NULL},
+	[CTL_RING_ACK] = {IDS_DST, 0, "control message without destination", NULL, NULL},
+	[CTL_RESUME] = {IDS_DST | IDS_SRC, 1, "RESUME with bad socket ids", "RESUME with impossible ring size", resume_why},
+	[CTL_PLACED] = {IDS_DST | IDS_SRC, 1, "PLACED with bad socket ids", NULL, placed_why},
+	[CTL_REKEY] = {IDS_DST | IDS_SRC, 1, "REKEY with bad socket ids", NULL, rekey_why},
+};
 
 int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const char **why)
 {
+	const struct op_rule *r;
 	*why = NULL;
 	if (len != WIRE_CTL_LEN) {
 		*why = "control message of wrong length";
@@ -135,65 +188,17 @@ int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const cha
 	c->src_port = get16(in + 56);
 	c->reason = get16(in + 58);
 	c->rkey = get32(in + 60);
-	if (c->rkey && !op_keyed(c->op)) {
+	r = c->op <= CTL_MAX && op_rules[c->op].ids_bad ? &op_rules[c->op] : NULL;
+	if (c->rkey && !(r && r->keyed))
 		*why = "reserved control bits set";
-		return -1;
-	}
-	switch (c->op) {
-	case CTL_CONNECT:
-		if (c->family != AF_INET && c->family != AF_INET6)
-			*why = "CONNECT with unknown address family";
-		else if (c->dst != 0 || c->src == 0)
-			*why = "CONNECT with bad socket ids";
-		else if (!ring_size_ok(c->ring))
-			*why = "CONNECT with impossible ring size";
-		break;
-	case CTL_ACCEPT:
-		if (c->dst == 0 || c->src == 0)
-			*why = "ACCEPT with bad socket ids";
-		else if (!ring_size_ok(c->ring))
-			*why = "ACCEPT with impossible ring size";
-		break;
-	case CTL_REFUSE:
-		if (c->dst == 0)
-			*why = "REFUSE without destination";
-		else if (c->reason != REFUSE_NO_LISTENER && c->reason != REFUSE_NO_SPACE)
-			*why = "REFUSE with unknown reason";
-		break;
-	case CTL_RING:
-		if (c->dst == 0 || c->src == 0)
-			*why = "RING with bad socket ids";
-		else if (!ring_size_ok(c->ring))
-			*why = "RING with impossible ring size";
-		break;
-	case CTL_FIN:
-	case CTL_RESET:
-	case CTL_CREDIT:
-	case CTL_RING_ACK:
-		if (c->dst == 0)
-			*why = "control message without destination";
-		break;
-	case CTL_RESUME:
-		if (c->dst == 0 || c->src == 0)
-			*why = "RESUME with bad socket ids";
-		else if (c->reason & ~RESUME_HAVE_FIN)
-			*why = "RESUME with unknown flags";
-		else if (!ring_size_ok(c->ring))
-			*why = "RESUME with impossible ring size";
-		break;
-	case CTL_PLACED:
-		if (c->dst == 0 || c->src == 0)
-			*why = "PLACED with bad socket ids";
-		else if (!c->val || !c->rkey)
-			*why = "PLACED without an address";
-		break;
-	case CTL_PING:
-		if (c->dst != 0)
-			*why = "PING with a destination";
-		break;
-	default:
+	else if (!r)
 		*why = "unknown control op";
-	}
+	else if (((r->ids & IDS_DST) && !c->dst) || ((r->ids & IDS_SRC) && !c->src) || ((r->ids & IDS_NO_DST) && c->dst))
+		*why = r->ids_bad;
+	else if (r->ring_bad && !ring_size_ok(c->ring))
+		*why = r->ring_bad;
+	else if (r->more)
+		*why = r->more(c);
 	return *why ? -1 : 0;
 }
 
@@ -237,7 +242,7 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME", "PLACED"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME", "PLACED", "REKEY"};
 	return op <= CTL_MAX ? n[op] : "?";
 }
 
@@ -265,4 +270,20 @@ uint32_t wire_resume_ring_get(const struct wire_ctl *c, uint64_t *raddr)
 {
 	*raddr = get64(c->addr_b + 8);
 	return c->rkey;
+}
+
+void wire_rekey_put(struct wire_ctl *c, const struct wire_ring r[2])
+{
+	c->ring = r[0].size;
+	c->val = r[0].raddr;
+	c->rkey = r[0].rkey;
+	put64(c->addr_a, r[1].raddr);
+	put32(c->addr_a + 8, r[1].rkey);
+	put32(c->addr_a + 12, r[1].size);
+}
+
+void wire_rekey_get(const struct wire_ctl *c, struct wire_ring r[2])
+{
+	r[0] = (struct wire_ring){.raddr = c->val, .rkey = c->rkey, .size = c->ring};
+	r[1] = (struct wire_ring){.raddr = get64(c->addr_a), .rkey = get32(c->addr_a + 8), .size = get32(c->addr_a + 12)};
 }

@@ -21,7 +21,7 @@
 #include "arena.h"
 
 #define WIRE_MAGIC 0x52534852u     /* "RSHR" */
-#define WIRE_VERSION 4
+#define WIRE_VERSION 5
 #define WIRE_HELLO_LEN 24
 #define WIRE_CTL_LEN 64
 #define WIRE_FRAME_LEN 24
@@ -73,7 +73,13 @@ enum wire_op {
 	CTL_PLACED = 11, /* dst (verbs): the sender's socket takes the end of each of
 			    the receiver's writes at val (8 bytes, key rkey), as
 			    a placed tail (arena.h) after the write's bytes */
-	CTL_MAX = CTL_PLACED
+	CTL_REKEY = 12,  /* dst (verbs): sent right before a RESUME while the
+			    sender's receive ring changes size (a RING not
+			    answered, or bytes before the switch not placed):
+			    the two rings the receiver may write to, each as
+			    its size, address and key: ring/val/rkey the new
+			    one, addr_a the old one (wire_rekey_put) */
+	CTL_MAX = CTL_REKEY
 };
 
 enum { RESUME_HAVE_FIN = 1 };
@@ -119,5 +125,12 @@ void wire_resume_get(const struct wire_ctl *c, uint64_t *tx_done, uint64_t *rx_h
  * key, 0 when the ring did not change. */
 void wire_resume_ring_put(struct wire_ctl *c, uint64_t raddr, uint32_t rkey);
 uint32_t wire_resume_ring_get(const struct wire_ctl *c, uint64_t *raddr);
+/* REKEY's two rings: [0] the new one, [1] the old one. */
+struct wire_ring {
+	uint64_t raddr;
+	uint32_t rkey, size;
+};
+void wire_rekey_put(struct wire_ctl *c, const struct wire_ring r[2]);
+void wire_rekey_get(const struct wire_ctl *c, struct wire_ring r[2]);
 
 #endif

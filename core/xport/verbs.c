@@ -206,10 +206,8 @@ static int verbs_batch(struct xport *xp, int on)
 	if (!vx)
 		return 0;
 	vx->batch = on && !xp->gone;
-	if (xp->gone)
-		return 0; /* the device is a dead hub's: nothing of it is touched */
-	if (on)
-		return 0;
+	if (on || xp->gone)
+		return 0; /* (a dead hub's device: nothing of it is touched) */
 	for (struct vlink *vl = vx->links; vl; vl = vl->next)
 		if (vl->b && vl->b->n) {
 			batch_flush(vl);

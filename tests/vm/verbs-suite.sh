@@ -406,7 +406,7 @@ pids+=($!)
 # guest's own pauses, for scale
 "$B/tests/echo-client" -S -c 4 -s 41 -t 20 -m 262144 "$A_ADDR" 7601 >"$T/s4kc.out" 2>"$T/s4kc.err" &
 pids+=($!)
-restart_hub() { # NAME: restart it; a ring that changes size says try again
+restart_hub() { # NAME: restart it (a refusal says try again)
 	for _ in $(seq 20); do
 		RSHARE_HUB_NAME=$1 timeout 20 "$B/rshare" hub restart >>"$T/restarts.out" 2>&1 && return 0
 		sleep 0.2
@@ -446,6 +446,40 @@ check "the hubs kept their pids, restarted once and were succeeded once each, re
 	jq -es --argjson a "$pidA" --argjson b "$pidB" '
 	.[0].pid == $a and .[1].pid == $b and all(.[]; .counters.restarts == 1 and .counters.successions == 1 and .counters.conns_resumed >= 4)' "$T/a5.json" "$T/b5.json"
 [ "$fail" -eq 0 ] || jq -c '{pid, hub_pid, c: (.counters | {restarts, restarts_refused, restart_refused, successions, conns_resumed}), links: [.links[] | {state, transport}]}' "$T/a5.json" "$T/b5.json" | sed 's/^/#   /'
+
+echo "# [${SECONDS} s] section 4b"
+# 4b. A hub process killed while a receive ring changes size: the new hub
+# registers both rings again and tells the peer both keys (REKEY), and the
+# connections go on.  4 connections grow their rings with a round of
+# 64 KiB echoes; hub A's hub process is stopped, so that hub B's offers to
+# shrink the idle rings again (RING) stay unanswered; hub B's hub process
+# is killed with them under way, hub A's let go; a second round of echoes
+# is verified on every connection.
+on hubA "$B/tests/echo-server" -w 2 7700 >"$T/s4b.srv" 2>&1 &
+pids+=($!)
+wait_line "$T/s4b.srv" '^ready' 1 30
+on hubB "$B/tests/echo-rounds" -c 4 -s 42 -m 65536 -r 2 -g "$T/s4b.go" "$A_ADDR" 7700 >"$T/s4b.out" 2>"$T/s4b.err" &
+pids+=($!)
+offered=0
+if wait_line "$T/s4b.out" '^round 0 ok' 1 60; then
+	ha=$(stat_of hubA | jq .hub_pid)
+	kill -STOP "$ha"
+	for _ in $(seq 100); do # hub B offers within 2 s of the rings idling
+		stat_of hubB >"$T/b4b.json"
+		offered=$(jq '[.sockets[] | select(.flow.rx_offered == 1)] | length' "$T/b4b.json")
+		[ "${offered:-0}" -gt 0 ] && break
+		sleep 0.1
+	done
+	kill_hub_proc hubB
+	kill -CONT "$ha"
+fi
+touch "$T/s4b.go.1"
+wait_line "$T/s4b.out" '^done' 1 90
+check "a hub process killed with $offered receive rings changing size: the new hub tells both rings' keys" \
+	test "${offered:-0}" -gt 0 -a "$(grep -c 'ring was changing size as its hub ended.*both rings' "$T/hubB.log")" -ge "${offered:-1}"
+check "... and every connection goes on: a second round of echoes verified on all 4" \
+	bash -c "grep -q '^round 1 ok conns=4' '$T/s4b.out' && grep -q '^done' '$T/s4b.out'"
+grep -q '^done' "$T/s4b.out" || { sed 's/^/#   client: /' "$T/s4b.err" | tail -n 5; grep 'changing size' "$T/hubB.log" | sed 's/^/#   hub B: /'; }
 
 echo "# hub A log (tail):"; tail -n 15 "$T/hubA.log" | sed 's/^/#   /'
 if ((fail)); then

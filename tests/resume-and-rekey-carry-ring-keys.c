@@ -1,0 +1,76 @@
+/*
+ * The messages that carry a connection's rings across a lost link keep
+ * them whole: RESUME's three stream positions, and the address and key of
+ * the receive ring it adds on verbs; REKEY's two rings (new and old: size,
+ * address and key each).  A REKEY whose ring sizes are impossible or
+ * alike, or that lacks an address, a key or a socket id, is rejected.
+ */
+#include "helpers.h"
+#include "frame.h"
+
+static uint8_t buf[WIRE_CTL_LEN];
+
+/* C through the wire and back: 0 and *out, or -1 */
+static int through(const struct wire_ctl *c, struct wire_ctl *out)
+{
+	const char *why = NULL;
+	wire_ctl_encode(c, buf);
+	return wire_ctl_decode(buf, WIRE_CTL_LEN, out, &why);
+}
+
+static void resume_positions_and_ring(void)
+{
+	struct wire_ctl c = {.op = CTL_RESUME, .dst = 0x00800008, .src = 0x00900009, .ring = 256u << 10}, co;
+	uint64_t done, head, at, raddr;
+	wire_resume_put(&c, 0x1111222233334444ull, 0x5555666677778888ull, 0x99990000aaaabbbbull);
+	CHECK_EQ(through(&c, &co), 0);
+	wire_resume_get(&co, &done, &head, &at);
+	CHECK(done == 0x1111222233334444ull && head == 0x5555666677778888ull && at == 0x99990000aaaabbbbull);
+	CHECK_EQ(wire_resume_ring_get(&co, &raddr), 0u); /* soft: no key */
+	wire_resume_ring_put(&c, 0x7fff12345000ull, 0xabcd);
+	CHECK_EQ(through(&c, &co), 0);
+	CHECK_EQ(wire_resume_ring_get(&co, &raddr), 0xabcdu);
+	CHECK(raddr == 0x7fff12345000ull);
+	wire_resume_get(&co, &done, &head, &at);
+	CHECK(at == 0x99990000aaaabbbbull);
+}
+
+static struct wire_ctl rekey_of(const struct wire_ring r[2])
+{
+	struct wire_ctl c = {.op = CTL_REKEY, .dst = 0x00c0000c, .src = 0x00d0000d};
+	wire_rekey_put(&c, r);
+	return c;
+}
+
+static void rekey_rings(void)
+{
+	static const struct wire_ring bad[] = {{0, 1, 8192}, {1, 0, 8192}, {1, 1, 3}, {1, 1, 0}, {1, 1, 2u * ARENA_MAX_RING}};
+	const struct wire_ring r[2] = {{0x7f0012340000ull, 0x5678, 256u << 10}, {0x7f0099990000ull, 0x9abc, 4u << 10}};
+	struct wire_ring got[2], b[2];
+	struct wire_ctl c = rekey_of(r), co;
+	CHECK_EQ(through(&c, &co), 0);
+	CHECK_EQ(co.op, CTL_REKEY);
+	wire_rekey_get(&co, got);
+	for (int i = 0; i < 2; i++)
+		CHECK(got[i].raddr == r[i].raddr && got[i].rkey == r[i].rkey && got[i].size == r[i].size);
+	for (size_t k = 0; k < 2 * sizeof(bad) / sizeof(bad[0]); k++) {
+		b[0] = r[0], b[1] = r[1], b[k & 1] = bad[k / 2];
+		c = rekey_of(b);
+		CHECK_EQ(through(&c, &co), -1);
+	}
+	b[0] = r[0], b[1] = r[1], b[1].size = r[0].size; /* which is which? */
+	c = rekey_of(b);
+	CHECK_EQ(through(&c, &co), -1);
+	c = rekey_of(r), c.dst = 0;
+	CHECK_EQ(through(&c, &co), -1);
+	c = rekey_of(r), c.src = 0;
+	CHECK_EQ(through(&c, &co), -1);
+}
+
+int main(void)
+{
+	resume_positions_and_ring();
+	rekey_rings();
+	printf("ok\n");
+	return T_PASS;
+}
