@@ -5,11 +5,16 @@
  * full or for sizes that are not ring sizes, reuses released blocks, and
  * keeps arena_in_use exact; released blocks written to stay warm (not to
  * be punched) up to ARENA_WARM_BYTES, and a warm block taken again frees
- * its share of that budget; arena_ring_size rounds up to a power of two and
+ * its share of that budget; arena_cool punches every warm block out of
+ * the memory file (its pages gone, its bytes zero again) and frees the
+ * whole budget, and arena_allocs counts the blocks handed out; arena_ring_size rounds up to a power of two and
  * clamps to [ARENA_MIN_RING, ARENA_MAX_RING].
  */
 #include "helpers.h"
 #include "arena_alloc.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <sys/mman.h>
 
@@ -208,12 +213,54 @@ static void warm_cases(void)
 	arena_alloc_free_all(a);
 }
 
+/* arena_cool: the warm blocks' pages punched out of the file, the
+ * budget free again; a cold block's page is not the allocator's to punch */
+static void cool_cases(void)
+{
+	const uint64_t size = 8192, bytes = 1ull << 20;
+	int fd = memfd_create("arena-cool", 0);
+	uint8_t *m;
+	uint64_t off[3];
+	struct arena_alloc *a = arena_alloc_new(4096, bytes);
+	CHECK(a && fd >= 0 && ftruncate(fd, (off_t)bytes) == 0);
+	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	for (int i = 0; i < 3; i++) {
+		CHECK((off[i] = arena_alloc(a, size)) != 0);
+		memset(m + off[i], 0xab, size);
+	}
+	CHECK_EQ(arena_allocs(a), 3u);
+	CHECK_EQ(arena_cool(a, fd), 0u); /* nothing warm */
+	CHECK_EQ(arena_release_warm(a, off[0], size), 1);
+	CHECK_EQ(arena_release_warm(a, off[1], size), 1);
+	arena_release(a, off[2], size);
+	CHECK_EQ(arena_cool(a, fd), 2u);
+	CHECK(m[off[0]] == 0 && m[off[1] + size - 1] == 0 && m[off[2]] == 0xab);
+	CHECK_EQ(arena_cool(a, fd), 0u);
+	arena_alloc_free_all(a);
+	/* the whole budget free again: as many 128 KiB blocks warm as ever */
+	a = arena_alloc_new(1ull << 20, 64ull << 20);
+	uint64_t big[64], nb = ARENA_WARM_BYTES / 131072;
+	CHECK(a && nb <= 64);
+	CHECK_EQ(arena_release_warm(a, arena_alloc(a, size), size), 1);
+	CHECK_EQ(arena_cool(a, -1), 1u); /* (a bad descriptor punches nothing, the count goes) */
+	for (uint64_t i = 0; i < nb; i++)
+		CHECK((big[i] = arena_alloc(a, 131072)) != 0);
+	for (uint64_t i = 0; i < nb; i++)
+		CHECK_EQ(arena_release_warm(a, big[i], 131072), 1);
+	CHECK_EQ(arena_allocs(a), 1 + nb);
+	arena_alloc_free_all(a);
+	munmap(m, bytes);
+	close(fd);
+}
+
 int main(void)
 {
 	format_cases();
 	ring_size_cases();
 	alloc_cases();
 	warm_cases();
+	cool_cases();
 	printf("ok\n");
 	return T_PASS;
 }

@@ -9,10 +9,11 @@
  * but for the last ARENA_WARM_BYTES of them (arena_release_warm): a
  * punch flushes the TLB of every CPU that runs a process mapping the
  * file, and the next connection, which takes the block freed last first,
- * would fault its pages in again and have them zeroed.  A short
- * connection after another so costs no punch and no fault; what an idle
- * pool keeps is bounded by that budget, and its bytes were the same
- * processes' already.
+ * would fault its pages in again and have them zeroed.  Short
+ * connections one after another, or a few dozen at a time, so cost no
+ * punch and no fault; the warm blocks of an allocator that handed out
+ * nothing for a while are punched then (arena_cool, a second after: the
+ * hub looks at its pools once a second), so an idle pool keeps nothing.
  */
 #include "arena_alloc.h"
 
@@ -30,6 +31,7 @@ struct free_blk {
 
 struct arena_alloc {
 	uint64_t next, end, in_use;
+	uint64_t allocs; /* blocks handed out, ever */
 	uint64_t warm; /* the bytes of the warm free blocks */
 	uint64_t *charge, limit;
 	struct free_blk *free[NCLASS];
@@ -110,9 +112,30 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 		a->next = at + size;
 	}
 	a->in_use += size;
+	a->allocs++;
 	if (a->charge)
 		*a->charge += size;
 	return off;
+}
+
+uint64_t arena_allocs(const struct arena_alloc *a)
+{
+	return a->allocs;
+}
+
+uint32_t arena_cool(struct arena_alloc *a, int memfd)
+{
+	uint32_t n = 0;
+	uint64_t size = ARENA_MIN_RING;
+	for (int c = 0; c < NCLASS && a->warm; c++, size <<= 1)
+		for (struct free_blk *b = a->free[c]; b; b = b->next)
+			if (b->warm) {
+				fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)b->off, (off_t)size);
+				b->warm = 0;
+				a->warm -= size;
+				n++;
+			}
+	return n;
 }
 
 static int release(struct arena_alloc *a, uint64_t off, uint64_t size, int warm)

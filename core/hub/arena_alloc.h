@@ -19,8 +19,13 @@ void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
 /* ...or one that was: 1 when it stays warm (its pages are kept for the
  * next block of its size, up to ARENA_WARM_BYTES of them), 0 when the
  * caller punches its pages out. */
-#define ARENA_WARM_BYTES (512u << 10)
+#define ARENA_WARM_BYTES (4u << 20)
 int arena_release_warm(struct arena_alloc *a, uint64_t off, uint64_t size);
+/* The blocks it ever handed out: one that handed out none since the last
+ * look may let its warm blocks go: arena_cool punches them out of MEMFD
+ * (they stay free), and says how many. */
+uint64_t arena_allocs(const struct arena_alloc *a);
+uint32_t arena_cool(struct arena_alloc *a, int memfd);
 uint64_t arena_in_use(const struct arena_alloc *a);
 /* Charge what it hands out to *charge too, and refuse (0) what would
  * take *charge past limit (0: no limit). */

@@ -103,6 +103,7 @@ struct pool {
 	struct pool_mr *mrs;          /* verbs: the registered rings, by offset (pool.c) */
 	uint32_t mr_cap, nmr;
 	uint64_t mr_idle_bytes;       /* of registrations kept for free rings */
+	uint64_t allocs_seen[2];      /* rx_alloc's and tx_alloc's arena_allocs at the last look (pools_cool) */
 	uint32_t nprocs, nsocks;
 	uint32_t slot_hi;             /* slots at or above it were never used */
 	uint32_t *slot_free, nfree;   /* slots below slot_hi free again, a stack */
@@ -186,6 +187,7 @@ struct pairseg {
 	void *base;
 	uint64_t bytes;
 	struct arena_alloc *alloc;
+	uint64_t allocs_seen;       /* alloc's arena_allocs at the last look (pools_cool) */
 	uint64_t used[(1u << 19) / 64]; /* directions in use (PAIR_MAX_DIRS) */
 	uint32_t used_hint;         /* the word to look at first */
 	uint32_t npairs;
@@ -361,7 +363,8 @@ struct hub {
 	uint64_t procs_refused, limit_refused; /* request.c */
 	uint64_t refused_ms;            /* when a turned-away process was last logged */
 	uint64_t limit_ms;              /* ... a uid at its limit */
-	uint64_t rings_punched;         /* idle rings whose pages went back (resize.c) */
+	uint64_t rings_punched;         /* idle rings whose pages went back (resize.c, pools_cool) */
+	uint64_t cool_ms;               /* pools_cool's last look */
 	uint32_t lim_pools, lim_socks;  /* per uid (rshare.conf: uid_pools, uid_sockets) */
 	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */
 	struct uid_use *uids;
@@ -504,6 +507,7 @@ struct pool *pool_new(struct hub *h, uid_t uid); /* NULL, errno EUSERS: the uid 
 int uid_limit(struct hub *h, struct uid_use *u, const char *what); /* log, count: -ENOBUFS */
 void pool_maybe_free(struct hub *h, struct pool *p);
 void pools_sweep(struct hub *h); /* pools without processes or sockets */
+void pools_cool(struct hub *h);  /* once a second: the warm free rings of quiet allocators punched */
 /* Keys for the ring [off, off+len) of a pool, registered on its own at the
  * first call (remote: the peer may write it); 0 or -errno. */
 int pool_keys(struct hub *h, struct pool *p, uint64_t off, uint64_t len, int remote, uint32_t *lkey,

@@ -240,6 +240,7 @@ void hub_loop(struct hub *h)
 		hub_link_timers(h);
 		hub_resume_timers(h);
 		hub_ring_timers(h);
+		pools_cool(h);
 		hub_batch_end(h);
 		if (h->restart)
 			hub_restart(h);

@@ -204,6 +204,33 @@ void pools_sweep(struct hub *h)
 	}
 }
 
+/* An allocator that handed out no ring since the last look (*seen) lets
+ * its warm free rings go. */
+static void cool(struct hub *h, struct arena_alloc *a, int memfd, uint64_t *seen)
+{
+	uint64_t n = arena_allocs(a);
+	if (n == *seen)
+		h->rings_punched += arena_cool(a, memfd);
+	*seen = n;
+}
+
+/* Once a second: the warm free rings (arena_alloc.c) of the allocators
+ * that were quiet for that second, a pool's receive and send rings and a
+ * pair segment's, go back: churn keeps them, an idle pool keeps none. */
+void pools_cool(struct hub *h)
+{
+	uint64_t now = hub_now_ms();
+	if (now - h->cool_ms < 1000)
+		return;
+	h->cool_ms = now;
+	for (struct pool *p = h->pools; p; p = p->next) {
+		cool(h, p->rx_alloc, p->memfd, &p->allocs_seen[0]);
+		cool(h, p->tx_alloc, p->memfd, &p->allocs_seen[1]);
+	}
+	for (struct pairseg *g = h->segs; g; g = g->next)
+		cool(h, g->alloc, g->memfd, &g->allocs_seen);
+}
+
 /* ---- the registered rings of a pool ----
  * Open addressing on the ring's offset (never 0: the header comes first),
  * linear probing, at most half full; a removal shifts the entries after
