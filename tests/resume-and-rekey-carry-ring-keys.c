@@ -4,9 +4,14 @@
  * the receive ring it adds on verbs; REKEY's two rings (new and old: size,
  * address and key each).  A REKEY whose ring sizes are impossible or
  * alike, or that lacks an address, a key or a socket id, is rejected.
+ * A peer takes a REKEY's rings by size (hsock_rekey_apply): the ring it
+ * writes to, and the one before its last switch while resends go there;
+ * a REKEY that names neither the ring it writes to, nor the old one that
+ * resends below the switch need, is refused.
  */
 #include "helpers.h"
 #include "frame.h"
+#include "hub.h"
 
 static uint8_t buf[WIRE_CTL_LEN];
 
@@ -67,10 +72,50 @@ static void rekey_rings(void)
 	CHECK_EQ(through(&c, &co), -1);
 }
 
+/* the sender's side of a switch from a 4 KiB ring to a 256 KiB one */
+static struct hsock sender(int switched, uint64_t posted)
+{
+	struct hsock s;
+	memset(&s, 0, sizeof(s));
+	s.peer_raddr = 0x1000, s.peer_rkey = 1, s.peer_ring = 4096;
+	if (switched) {
+		s.peer_old_raddr = s.peer_raddr, s.peer_old_rkey = 1, s.peer_old_ring = 4096;
+		s.peer_raddr = 0x2000, s.peer_rkey = 2, s.peer_ring = 256u << 10;
+		s.peer_switch_at = 5000;
+	}
+	s.tx_posted = posted;
+	return s;
+}
+
+static void rekey_taken(void)
+{
+	const struct wire_ring r[2] = {{0x9000, 0x99, 256u << 10}, {0x8000, 0x88, 4096}};
+	struct hsock s = sender(1, 4000); /* switched; resends below the switch to come */
+	memcpy(s.peer_rekey, r, sizeof(r));
+	CHECK_EQ(hsock_rekey_apply(&s), 0);
+	CHECK(s.peer_raddr == 0x9000 && s.peer_rkey == 0x99 && s.peer_old_raddr == 0x8000 && s.peer_old_rkey == 0x88);
+	s = sender(0, 4000); /* never switched: the old ring is the one it writes to */
+	memcpy(s.peer_rekey, r, sizeof(r));
+	CHECK_EQ(hsock_rekey_apply(&s), 0);
+	CHECK(s.peer_raddr == 0x8000 && s.peer_rkey == 0x88);
+	s = sender(1, 4000); /* resends below the switch, the old ring not named */
+	s.peer_rekey[0] = r[0];
+	s.peer_rekey[1] = (struct wire_ring){0x7000, 0x77, 8192};
+	CHECK_EQ(hsock_rekey_apply(&s), -1);
+	s.tx_posted = 6000; /* past the switch: the old ring no longer matters */
+	CHECK_EQ(hsock_rekey_apply(&s), 0);
+	CHECK(s.peer_raddr == 0x9000 && s.peer_old_raddr == 0x1000);
+	s = sender(0, 0); /* neither is the ring it writes to */
+	s.peer_rekey[0] = r[0];
+	s.peer_rekey[1] = (struct wire_ring){0x7000, 0x77, 8192};
+	CHECK_EQ(hsock_rekey_apply(&s), -1);
+}
+
 int main(void)
 {
 	resume_positions_and_ring();
 	rekey_rings();
+	rekey_taken();
 	printf("ok\n");
 	return T_PASS;
 }

@@ -188,8 +188,11 @@ void soft_on_readable(struct soft_link *sl)
  * after what it counted.  The kernel's count of the bytes read (those it
  * received less those still queued, looked at until no byte came between
  * the looks) says how many; not once the peer's FIN came, which both
- * counts take in (established, or our FIN sent: TCP_ESTABLISHED,
- * TCP_FIN_WAIT1, TCP_FIN_WAIT2 are 1, 4, 5). */
+ * counts take in (established, or our FIN sent). */
+/* tcpi_state's values, as <netinet/tcp.h> names them (it does not go with
+ * <linux/tcp.h>, whose tcp_info has tcpi_bytes_received) */
+enum { ST_ESTABLISHED = 1, ST_FIN_WAIT1 = 4, ST_FIN_WAIT2 = 5 };
+
 static void soft_in_recover(struct soft_link *sl)
 {
 	struct soft_inpos ip = soft_in(sl);
@@ -204,7 +207,7 @@ static void soft_in_recover(struct soft_link *sl)
 			return;
 	} while (q1 != q2 && ++tries < 100);
 	read = ti.tcpi_bytes_received - (uint64_t)q1;
-	if (q1 != q2 || (ti.tcpi_state != 1 && ti.tcpi_state != 4 && ti.tcpi_state != 5) || read <= have ||
+	if (q1 != q2 || (ti.tcpi_state != ST_ESTABLISHED && ti.tcpi_state != ST_FIN_WAIT1 && ti.tcpi_state != ST_FIN_WAIT2) || read <= have ||
 	    read - have > sl->icap - ip.len)
 		return;
 	log_info("link %u: %llu bytes read by a hub that died before it counted them: parsed now", sl->l->id,
