@@ -6,7 +6,9 @@
 # new hub process on the same records (core/hub/warden.c).  Streams on one
 # node and across nodes, every byte verified, through two kills of both
 # hubs; streams through a hub killed the moment a read of its soft link
-# returns (gdb), the bytes it read not yet counted; idle connections and
+# returns (gdb), the bytes it read not yet counted; a connection whose
+# last bytes and FIN the peer's kernel took while its hub was stopped, and
+# which ended on our side, that hub then killed; idle connections and
 # a blocked recv; the differential tester's
 # generated programs with a hub killed during each, their transcripts
 # those of kernel TCP.  Killing rshared itself (the warden) still ends the
@@ -94,6 +96,70 @@ kill_after_read() {
 		grep -q ": $n bytes read by a hub that died before it counted them" "$RS_TMP/hub-$NS_A.err" ||
 			rs_fail "the successor did not take the $n bytes"
 	fi
+}
+
+# last_bytes NAME PORT [--rshare [CMD ARGS...]]: a client on B sends a
+# line and shuts its side down; the server on A reads to EOF, then, once
+# CMD ran (the file NAME.go), sends its last bytes and closes; the
+# client's transcript: what it read, and how its reads ended
+last_bytes() {
+	local name=$1 port=$2 pre=
+	shift 2
+	[[ ${1:-} != --rshare ]] || { pre=--rshare; shift; }
+	rs_bg "$name-srv" "$NS_A" $pre python3 -c '
+import os, socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", int(sys.argv[1]))); l.listen(1); print("ready", flush=True)
+c, _ = l.accept()
+while c.recv(4096): pass
+print("eof", flush=True)
+for _ in range(600):
+    if os.path.exists(sys.argv[2]): break
+    time.sleep(0.05)
+c.sendall(b"last bytes\n"); c.close(); print("closed", flush=True)' "$port" "$RS_TMP/$name.go"
+	rs_wait_ready "$name-srv"
+	rs_bg "$name-cli" "$NS_B" $pre python3 -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+c.sendall(b"hello\n"); c.shutdown(socket.SHUT_WR)
+got = b""
+try:
+    while True:
+        b = c.recv(4096)
+        if not b: print("got %r then EOF" % got); break
+        got += b
+except OSError as e: print("got %r then %s" % (got, e.strerror))' $ADDR_A "$port"
+	rs_wait_file "$RS_TMP/$name-srv.out" '^eof$' 1 30 || rs_fail "$name: the server did not see EOF"
+	(($# == 0)) || "$@"
+	touch "$RS_TMP/$name.go"
+	rs_wait_pid "$RS_LASTPID" 60 || true
+	cat "$RS_TMP/$name-cli.out"
+}
+
+# stopped_then_killed: B's hub process stopped while A's server sends its
+# last bytes and FIN (B's kernel takes and acknowledges them, so A's side
+# ends), then killed: its successor finds them in the kernel, and asks A
+# for the connection again (RESUME), which A no longer holds
+stopped_then_killed() {
+	local p
+	p=$(rs_stat "$NS_B" | jq .hub_pid)
+	kill -STOP "$p"
+	touch "$RS_TMP/rshare-last.go"
+	rs_wait_file "$RS_TMP/rshare-last-srv.out" '^closed$' 1 30 || rs_fail "A's server did not close"
+	sleep 1 # A's FIN acknowledged by B's kernel: A frees the connection
+	kill -KILL "$p"
+	rs_retry 10 new_hub "$NS_B" "$p" || rs_fail "no new hub in B after $p was killed"
+}
+
+@test "a connection that ended as the peer's hub died: its reader gets the last bytes and EOF, as on kernel TCP" {
+	local k r
+	k=$(last_bytes kernel-last 7776)
+	r=$(last_bytes rshare-last 7777 --rshare stopped_then_killed)
+	echo "kernel TCP: $k"
+	echo "rshare: $r"
+	[[ $k == "got b'last bytes\\n' then EOF" ]] || rs_fail "kernel TCP: $k"
+	[[ $r == "$k" ]] || rs_fail "rshare: $r ($(cat "$RS_TMP/rshare-last-cli.err"); A: $(grep -c . "$RS_TMP/hub-$NS_A.err") log lines)"
+	rs_stat "$NS_B" | jq -e '.counters.successions == 1' >/dev/null || rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
 }
 
 @test "idle connections and a blocked recv go on through a SIGKILL of both hubs, as on kernel TCP" {

@@ -337,6 +337,14 @@ struct keeper {
 	int dead;
 };
 
+/* a connection that ended cleanly on a link, kept for a while (timewait.c) */
+#define HUB_TIMEWAIT 1024
+#define HUB_TIMEWAIT_MS 60000 /* as kernel TCP's TIME_WAIT */
+struct timewait {
+	uint64_t node, rx_tail, tx_done, at_ms;
+	uint32_t imm, peer, peer_ring, positional;
+};
+
 struct hub {
 	int epfd, lfd;
 	int spare_fd;               /* /dev/null, given up to turn a process away (request.c) */
@@ -384,6 +392,8 @@ struct hub {
 	} *relinks;
 	uint32_t nrelinks, relinks_cap;
 	uint64_t links_lost, conns_resumed, conns_expired;
+	struct timewait timewait[HUB_TIMEWAIT]; /* the last connections that ended cleanly on a link */
+	uint32_t timewait_next;
 	uint64_t resume_look_ms;
 	uint32_t ka_time_s, ka_intvl_s, ka_probes; /* net.ipv4.tcp_keepalive_*: a program's defaults */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
@@ -583,6 +593,10 @@ void hub_relink_unrefused(struct hub *h, const struct link *l);
 void hub_resume_link_up(struct hub *h, struct link *l);
 void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hub_on_rekey(struct hub *h, const struct wire_ctl *c);
+/* timewait.c: a connection that ended cleanly on a link is remembered;
+ * a RESUME for it is answered with its last positions and FIN (1) */
+void hub_timewait_add(struct hub *h, const struct hsock *s);
+int hub_timewait_answer(struct hub *h, struct link *l, const struct wire_ctl *c);
 /* rekey.c: a ring's address as the peer writes it; the REKEY that goes
  * before a RESUME, and the peer's, taken at its RESUME (0, or -1) */
 uint64_t hsock_ring_addr(const struct hsock *s, uint64_t off);

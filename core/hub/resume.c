@@ -371,6 +371,8 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	uint64_t rx0, tx0;
 	int r;
 	if (!s || s->peer != c->src || s->lp) {
+		if (!s && hub_timewait_answer(h, l, c))
+			return; /* it ended cleanly: the peer's successor lacks our FIN */
 		h->stale_dropped++;
 		link_send_simple(l, CTL_RESET, c->src, 0, 0);
 		return;

@@ -228,6 +228,8 @@ void hsock_port_hold(struct hub *h, struct hsock *s)
 void hsock_free(struct hub *h, struct hsock *s)
 {
 	struct pool *p = s->pool;
+	if (s->link && s->peer && !s->lp && s->fin_done && s->rx_fin && !s->reset_sent)
+		hub_timewait_add(h, s); /* ended cleanly: its peer may ask again */
 	if (s->port_held)
 		h->port_accepted[ntohs(s->local.in.sin_port)]--;
 	ports_release(h, s);
