@@ -136,6 +136,15 @@ except OSError as e: print("got %r then %s" % (got, e.strerror))' $ADDR_A "$port
 	cat "$RS_TMP/$name-cli.out"
 }
 
+# as_on_kernel WANT K R ERR: kernel TCP's transcript K is WANT, and
+# rshare's R is K (ERR: the rshare client's errors, shown when not)
+as_on_kernel() {
+	echo "kernel TCP: $2"
+	echo "rshare: $3"
+	[[ $2 == "$1" ]] || rs_fail "kernel TCP: $2"
+	[[ $3 == "$2" ]] || rs_fail "rshare: $3 ($(cat "$4"))"
+}
+
 # stopped_then_killed: B's hub process stopped while A's server sends its
 # last bytes and FIN (B's kernel takes and acknowledges them, so A's side
 # ends), then killed: its successor finds them in the kernel, and asks A
@@ -155,10 +164,7 @@ stopped_then_killed() {
 	local k r
 	k=$(last_bytes kernel-last 7776)
 	r=$(last_bytes rshare-last 7777 --rshare stopped_then_killed)
-	echo "kernel TCP: $k"
-	echo "rshare: $r"
-	[[ $k == "got b'last bytes\\n' then EOF" ]] || rs_fail "kernel TCP: $k"
-	[[ $r == "$k" ]] || rs_fail "rshare: $r ($(cat "$RS_TMP/rshare-last-cli.err"); A: $(grep -c . "$RS_TMP/hub-$NS_A.err") log lines)"
+	as_on_kernel "got b'last bytes\\n' then EOF" "$k" "$r" "$RS_TMP/rshare-last-cli.err"
 	rs_stat "$NS_B" | jq -e '.counters.successions == 1' >/dev/null || rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
 }
 
@@ -166,10 +172,7 @@ stopped_then_killed() {
 	local k r
 	k=$(held kernel-held 7773)
 	r=$(held rshare-held 7774 --rshare kill_both)
-	echo "kernel TCP: $k"
-	echo "rshare: $r"
-	[[ $k == "$HELD_KERNEL" ]] || rs_fail "kernel TCP: $k"
-	[[ $r == "$k" ]] || rs_fail "rshare: $r ($(cat "$RS_TMP/rshare-held.err"))"
+	as_on_kernel "$HELD_KERNEL" "$k" "$r" "$RS_TMP/rshare-held.err"
 	rs_stat "$NS_B" | jq -e '.counters.successions == 1 and .counters.conns_resumed >= 4' >/dev/null ||
 		rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
 }
