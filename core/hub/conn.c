@@ -57,7 +57,7 @@ static uint64_t rx_addr(struct hsock *s)
 {
 	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
 		return 0;
-	return (uint64_t)(uintptr_t)arena_bytes(s->pool->base, s->rx_off);
+	return hsock_ring_addr(s, s->rx_off);
 }
 
 /* The CONNECT that a link would carry for s, to d (its source address

@@ -286,7 +286,6 @@ struct hsock {
 		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
 		redial : 1,         /* connecting: its CONNECT went with a lost link, sent again soon */
 		torn : 1,           /* the hub that kept it died (warden.c): what it sent may be past tx_posted */
-		rekeyed : 1,        /* verbs: its rings' keys were taken again by a new hub (resume.c) */
 		credit_later : 1,   /* the reader was past rx_tail when it asked credit: ask again at the next write */
 		peer_rekeyed : 1;   /* peer_rekey holds the peer's REKEY */
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */

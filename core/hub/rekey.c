@@ -58,7 +58,6 @@ void hub_rekey(struct hub *h)
 				 s->sid, s->rx_offered, (unsigned long long)s->rx_tail, (unsigned long long)s->rx_switch_at);
 			changing++;
 		}
-		s->rekeyed = 1;
 		n++;
 	}
 	if (n)

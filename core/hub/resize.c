@@ -312,7 +312,7 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 			return 0;
 		}
 	} else {
-		c.val = positional(s) ? 0 : (uint64_t)(uintptr_t)arena_bytes(s->pool->base, off);
+		c.val = positional(s) ? 0 : hsock_ring_addr(s, off);
 		c.rkey = rkey;
 	}
 	s->rx_room = size > s->rx_size ? size : s->rx_size;

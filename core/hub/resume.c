@@ -59,7 +59,7 @@
  * of two rings (hsock_ring_changing): a REKEY goes right before the
  * RESUME with both, each named by its size, and the peer takes each for
  * the ring of that size it writes to now or wrote to before its last
- * switch (rekey_apply).
+ * switch (hsock_rekey_apply; rekey.c).
  *
  * A receive ring change under way (resize.c) is settled by the RESUME too:
  * each side says which of the receiver's rings it writes to and from which
@@ -347,7 +347,6 @@ static void resumed(struct hub *h, struct hsock *s, int moved)
 {
 	s->resuming = 0;
 	s->torn = 0;
-	s->rekeyed = 0;
 	s->susp_ms = s->unacked_ms = 0;
 	h->conns_resumed++;
 	if (s->state == HS_LINGER) {

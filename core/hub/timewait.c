@@ -15,9 +15,8 @@
  * node and last positions, not their rings), and a RESUME for one of them
  * is answered as the connection would have: our RESUME, with everything
  * sent and placed and the peer's FIN had, then our FIN again where the
- * peer lacks it.  A RESUME
- * that says the peer lacks bytes we sent, which we no longer hold, is
- * answered with RESET, as before.
+ * peer lacks it.  A RESUME that says the peer lacks bytes we sent, which
+ * we no longer hold, is answered with RESET, as before.
  */
 #include "hub.h"
 
@@ -43,7 +42,7 @@ int hub_timewait_answer(struct hub *h, struct link *l, const struct wire_ctl *c)
 	uint64_t now = hub_now_ms();
 	for (uint32_t i = 0; i < HUB_TIMEWAIT; i++) {
 		struct timewait *t = &h->timewait[i];
-		struct wire_ctl r = {.op = CTL_RESUME, .dst = c->src, .src = c->dst, .reason = RESUME_HAVE_FIN};
+		struct wire_ctl r;
 		if (!t->imm || t->imm != c->dst || t->peer != c->src || t->node != l->x.peer_node ||
 		    now - t->at_ms > HUB_TIMEWAIT_MS)
 			continue;
@@ -52,8 +51,8 @@ int hub_timewait_answer(struct hub *h, struct link *l, const struct wire_ctl *c)
 		 * it; on verbs our completed writes are in its ring anyway */
 		if (c->val > t->tx_done || (t->positional && c->val != t->tx_done))
 			return 0;
-		r.val = t->rx_tail;
-		r.ring = t->peer_ring;
+		r = (struct wire_ctl){.op = CTL_RESUME, .dst = c->src, .src = c->dst, .reason = RESUME_HAVE_FIN,
+				      .val = t->rx_tail, .ring = t->peer_ring};
 		wire_resume_put(&r, t->tx_done, t->rx_tail, 0);
 		link_send_ctl(l, &r, 0);
 		if (!(c->reason & RESUME_HAVE_FIN))

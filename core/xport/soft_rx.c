@@ -183,16 +183,16 @@ void soft_on_readable(struct soft_link *sl)
 	soft_parse(sl);
 }
 
+/* tcpi_state's values, as <netinet/tcp.h> names them (it does not go with
+ * <linux/tcp.h>, whose tcp_info has tcpi_bytes_received) */
+enum { ST_ESTABLISHED = 1, ST_FIN_WAIT1 = 4, ST_FIN_WAIT2 = 5 };
+
 /* A hub killed in a recv (SIGKILL ends it on the call's way out) took
  * bytes from the kernel that it did not count: they are in the buffer,
  * after what it counted.  The kernel's count of the bytes read (those it
  * received less those still queued, looked at until no byte came between
  * the looks) says how many; not once the peer's FIN came, which both
  * counts take in (established, or our FIN sent). */
-/* tcpi_state's values, as <netinet/tcp.h> names them (it does not go with
- * <linux/tcp.h>, whose tcp_info has tcpi_bytes_received) */
-enum { ST_ESTABLISHED = 1, ST_FIN_WAIT1 = 4, ST_FIN_WAIT2 = 5 };
-
 static void soft_in_recover(struct soft_link *sl)
 {
 	struct soft_inpos ip = soft_in(sl);
