@@ -8,6 +8,10 @@
  * writes to, and the one before its last switch while resends go there;
  * a REKEY that names neither the ring it writes to, nor the old one that
  * resends below the switch need, is refused.
+ * A RESUME that says the peer switched to our offered ring at a position
+ * our reader has passed settles the offer on soft, which placed the writes
+ * after it in the ring it had (their completions and the RING_ACK's went
+ * with the link), and is refused on verbs, where they went to the new ring.
  */
 #include "helpers.h"
 #include "frame.h"
@@ -111,11 +115,45 @@ static void rekey_taken(void)
 	CHECK_EQ(hsock_rekey_apply(&s), -1);
 }
 
+/* We offered a 512 KiB ring for our 1 MiB one; the peer switched at
+ * 1000000 and a lost link took its RING_ACK and the completions of the
+ * 600000 bytes after it, placed and read: the peer's RESUME settles it. */
+static int settle(const struct xport_ops *ops, uint32_t ring, uint64_t at, struct hsock *s)
+{
+	static struct xport xp;
+	static struct link l;
+	static struct arena_slot as;
+	static struct hub h;
+	memset(s, 0, sizeof(*s));
+	xp.ops = ops;
+	l.x.xp = &xp;
+	ring_store(&as.rx.head, 1600000);
+	s->link = &l, s->as = &as, s->sid = 1;
+	s->rx_size = 1u << 20, s->rx_off = 1u << 20;
+	s->rx_offered = 1, s->rx_next_off = 4u << 20, s->rx_next_size = 512u << 10;
+	s->rx_tail = s->rx_expect = s->credit_sent = 1600000;
+	return hsock_offer_settle(&h, s, ring, at);
+}
+
+static void offer_settled(void)
+{
+	static const struct xport_ops verbs_like = {.name = "verbs-like"};
+	struct hsock s;
+	CHECK_EQ(settle(&xport_soft_ops, 512u << 10, 1000000, &s), 0);
+	CHECK(!s.rx_offered && s.rx_switch && s.rx_switch_at == 1000000);
+	CHECK_EQ(settle(&verbs_like, 512u << 10, 1000000, &s), -1);
+	/* beyond what our credit and the new ring allow: on either */
+	CHECK_EQ(settle(&xport_soft_ops, 512u << 10, 1600000 + (512u << 10) + 1, &s), -1);
+	CHECK_EQ(settle(&verbs_like, 512u << 10, 1600000 + (512u << 10) + 1, &s), -1);
+	CHECK_EQ(settle(&verbs_like, 512u << 10, 1600000, &s), 0);
+}
+
 int main(void)
 {
 	resume_positions_and_ring();
 	rekey_rings();
 	rekey_taken();
+	offer_settled();
 	printf("ok\n");
 	return T_PASS;
 }

@@ -648,6 +648,12 @@ static inline struct ring *hsock_ring(struct hsock *s, int tx)
 		return hpair_ring(s, tx);
 	return tx ? &s->as->tx : &s->as->rx;
 }
+/* Whether s's link places writes by stream position (soft), not at the
+ * addresses they name (verbs). */
+static inline int hsock_positional(const struct hsock *s)
+{
+	return (s->link->x.xp->ops->flags & XP_POSITIONAL) != 0;
+}
 
 /* sock.c */
 struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t txsize);
@@ -737,8 +743,9 @@ static inline uint64_t hsock_rx_head(const struct hsock *s, uint64_t *seen)
 }
 void hsock_on_ring(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
-void hsock_peer_switch(struct hsock *s);
-int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t at); /* resume.c */ /* the peer's new ring, once our writes in flight fit */
+void hsock_peer_switch(struct hsock *s); /* the peer's new ring, once our writes in flight fit */
+/* our offer as the peer's RESUME settles it (resume.c): 0, or -1 */
+int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t at);
 void hsock_rings_forget(struct hsock *s); /* s is freed: its rings in the making go too */
 /* Closed by us (closing, lingering) or reset: what the peer still writes
  * lands (verbs) but is dropped, and answered with RESET (data.c). */

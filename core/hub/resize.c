@@ -210,11 +210,6 @@ static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
 
 /* ---- a receive ring that changes size ---- */
 
-static int positional(const struct hsock *s)
-{
-	return (s->link->x.xp->ops->flags & XP_POSITIONAL) != 0;
-}
-
 /* Move the receive ring of s to the one waiting (rx_next_*), with the
  * unread bytes up to END; 1 done, 0 the reader is in (try again). */
 static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
@@ -261,10 +256,10 @@ static int rx_switch(struct hub *h, struct hsock *s)
 	uint64_t end;
 	if (!s->link)
 		return 0; /* its link was lost: once a new one is there (resume.c) */
-	end = positional(s) ? s->rx_expect : s->rx_switch_at;
+	end = hsock_positional(s) ? s->rx_expect : s->rx_switch_at;
 	/* verbs, after a lost link: the bytes before the switch, sent again,
 	 * land in the old ring first (resume.c) */
-	if (!positional(s) && s->rx_tail < s->rx_switch_at)
+	if (!hsock_positional(s) && s->rx_tail < s->rx_switch_at)
 		return 0;
 	if (!rx_move(h, s, end))
 		return 0;
@@ -296,14 +291,14 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 		return 0;
 	if (!(off = arena_alloc(s->pool->rx_alloc, size)))
 		return 0;
-	if (!positional(s) && pool_keys(h, s->pool, off, size, 1, &unused, &rkey) < 0) {
+	if (!hsock_positional(s) && pool_keys(h, s->pool, off, size, 1, &unused, &rkey) < 0) {
 		arena_release(s->pool->rx_alloc, off, size);
 		return 0;
 	}
 	s->rx_next_off = off;
 	s->rx_next_size = size;
 	s->rx_next_rkey = rkey;
-	if (positional(s) && size > s->rx_size) {
+	if (hsock_positional(s) && size > s->rx_size) {
 		/* soft, growing: the hub places every write itself, so the
 		 * ring moves now, and the peer only learns of more credit */
 		if (!rx_move(h, s, s->rx_expect)) {
@@ -312,7 +307,7 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 			return 0;
 		}
 	} else {
-		c.val = positional(s) ? 0 : hsock_ring_addr(s, off);
+		c.val = hsock_positional(s) ? 0 : hsock_ring_addr(s, off);
 		c.rkey = rkey;
 	}
 	s->rx_room = size > s->rx_size ? size : s->rx_size;
@@ -403,7 +398,12 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 /* A lost link took the RING_ACK of our offer, or the peer never had it:
  * the peer's RESUME says which ring it writes to (RING's size: it
  * switched, at position AT) and the offer ends as its RING_ACK would, or
- * is withdrawn.  0, or -1 when AT cannot be. */
+ * is withdrawn.  On verbs the writes after AT went to the new ring, so
+ * the reader cannot be past AT; soft places every write by position in
+ * the ring it has, so writes after AT whose completions went with the
+ * link, as the RING_ACK's did, were counted (hsock_suspend) and may have
+ * been read there: the move takes what is unread.  0, or -1 when AT
+ * cannot be. */
 int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t at)
 {
 	if (!s->rx_offered)
@@ -414,7 +414,7 @@ int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t a
 		return 0;
 	}
 	if (ring == s->rx_next_size) {
-		if (s->as && (at < ring_load(&s->as->rx.head) || at > s->credit_sent + s->rx_next_size))
+		if (s->as && ((!hsock_positional(s) && at < ring_load(&s->as->rx.head)) || at > s->credit_sent + s->rx_next_size))
 			return -1;
 		s->rx_switch_at = at;
 		s->rx_switch = 1;

@@ -283,13 +283,17 @@ void hub_resume_link_up(struct hub *h, struct link *l)
 		log_info("link %u: %u connections go on over it", l->x.id, n);
 }
 
-/* The peer's positions, applied: 0, or -1 when the stream cannot go on. */
-static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c)
+/* The peer's positions, applied: NULL, or why the stream cannot go on. */
+static const char *resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c)
 {
 	uint64_t placed = c->val, done, head, at, pos, sent = s->tx_posted;
 	wire_resume_get(c, &done, &head, &at);
-	if (hsock_offer_settle(h, s, c->ring, at) < 0)
-		return -1;
+	if (hsock_offer_settle(h, s, c->ring, at) < 0) {
+		log_warn("socket %u: the peer switched to the ring of %u at %llu; our reader is at %llu, credit %llu",
+			 s->sid, c->ring, (unsigned long long)at, (unsigned long long)(s->as ? ring_load(&s->as->rx.head) : 0),
+			 (unsigned long long)s->credit_sent);
+		return "its ring switch is at an impossible position";
+	}
 	pos = placed;
 	if (s->susp_placed && s->tx_done > pos)
 		pos = s->tx_done; /* our writes that completed are in its ring */
@@ -300,8 +304,12 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 		if (t > sent && t - s->tx_done <= s->tx_size)
 			sent = t;
 	}
-	if (placed > sent || head > placed || pos < s->tx_done)
-		return -1;
+	if (placed > sent)
+		return "it placed more than was sent";
+	if (head > placed)
+		return "its reader took more than it placed";
+	if (pos < s->tx_done)
+		return "it placed less than had completed here";
 	s->tx_posted = pos;
 	if (pos > s->tx_done) {
 		s->bytes_tx += pos - s->tx_done;
@@ -315,20 +323,20 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 		uint64_t raddr;
 		uint32_t rkey = wire_resume_ring_get(c, &raddr);
 		if (rkey && !raddr)
-			return -1;
+			return "its ring has a key and no address";
 		if (rkey) { /* the ring we write to (its hub may have registered it again) */
 			s->peer_raddr = raddr;
 			s->peer_rkey = rkey;
 		}
 		if (s->peer_rekeyed && hsock_rekey_apply(s) < 0)
-			return -1;
+			return "neither of its rings is the one written to";
 	}
 	if (s->susp_placed && done > s->rx_tail) {
 		/* its writes that completed are in our ring: the tail moves
 		 * over them, and what it writes next follows them */
 		uint64_t d = done - s->rx_tail, rh = s->as ? hsock_rx_head(s, NULL) : s->rx_tail;
 		if (done - rh > hsock_rx_room(s))
-			return -1;
+			return "its completed writes pass our ring's room";
 		s->rx_tail += d;
 		s->rx_expect += d;
 		if (s->as && !s->rx_switch) /* else shown once the ring moved */
@@ -336,7 +344,7 @@ static int resume_apply(struct hub *h, struct hsock *s, const struct wire_ctl *c
 	}
 	if (s->fin_sent && !(c->reason & RESUME_HAVE_FIN))
 		s->fin_sent = s->fin_done = 0; /* it goes again, after the data */
-	return 0;
+	return NULL;
 }
 
 /* Woken only when the RESUME moved what a waiter looks at (or its FIN
@@ -368,7 +376,7 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 {
 	struct hsock *s = hsock_by_imm(h, c->dst);
 	uint64_t rx0, tx0;
-	int r;
+	const char *why;
 	if (!s || s->peer != c->src || s->lp) {
 		if (!s && hub_timewait_answer(h, l, c))
 			return; /* it ended cleanly: the peer's successor lacks our FIN */
@@ -398,11 +406,11 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 	}
 	rx0 = s->rx_tail;
 	tx0 = s->tx_done;
-	r = resume_apply(h, s, c);
+	why = resume_apply(h, s, c);
 	s->peer_rekeyed = 0;
-	if (r < 0) {
-		log_warn("socket %u: the peer placed %llu bytes, %llu were sent: cannot go on", s->sid,
-			 (unsigned long long)c->val, (unsigned long long)s->tx_done);
+	if (why) {
+		log_warn("socket %u: cannot go on: %s (it placed %llu, we sent %llu, %llu completed)", s->sid, why,
+			 (unsigned long long)c->val, (unsigned long long)s->tx_posted, (unsigned long long)s->tx_done);
 		s->resuming = 0;
 		hsock_abort(h, s, "bytes lost with the link");
 		return;
