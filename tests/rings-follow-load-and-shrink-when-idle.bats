@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # A connection's rings follow its load, as the kernel's socket buffers do
 # (tests/ring-resize.c: one connection, a reader that stalls for 2 s and
-# then reads 256 MiB as fast as it can, then 4 s of idle, then 1 MiB more):
+# then reads 256 MiB as fast as it can, then 6 s of idle (the rings are looked at after 3), then 1 MiB more):
 #   - the writer, blocked by the stalled reader, gets a larger send ring;
 #   - the receive ring grows where its credit held the fast reader back
 #     (the sending hub learns of it, RING and RING_ACK of
@@ -48,7 +48,7 @@ serve() {
 	rcvbuf=${1:-} sndbuf=${2:-}
 	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/ring-resize" server "$port" 2 $rcvbuf
 	rs_wait_file "$RS_TMP/$name-srv.out" listening 1 10
-	rs_bg "$name-cli" "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/ring-resize" client $ADDR_A "$port" 256 4 ${sndbuf:+$sndbuf}
+	rs_bg "$name-cli" "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/ring-resize" client $ADDR_A "$port" 256 6 ${sndbuf:+$sndbuf}
 	rs_wait_file "$RS_TMP/$name-cli.out" "client sent" 1 90
 	if [[ -n $pre ]]; then
 		sleep 3
