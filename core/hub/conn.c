@@ -48,14 +48,14 @@ int hsock_ring_keys(struct hub *h, struct hsock *s)
 /* ... on its link's transport */
 static int ring_keys(struct hub *h, struct hsock *s)
 {
-	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+	if (hsock_positional(s))
 		return 0;
 	return hsock_ring_keys(h, s);
 }
 
 static uint64_t rx_addr(struct hsock *s)
 {
-	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+	if (hsock_positional(s))
 		return 0;
 	return hsock_ring_addr(s, s->rx_off);
 }

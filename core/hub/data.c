@@ -37,7 +37,7 @@ static uint64_t target(struct hsock *s, uint64_t pos, uint64_t *n, uint32_t *rke
 	uint64_t at, raddr = s->peer_raddr;
 	uint32_t ring = s->peer_ring;
 	*rkey = s->peer_rkey;
-	if (s->link->x.xp->ops->flags & XP_POSITIONAL)
+	if (hsock_positional(s))
 		return pos;
 	if (pos < s->peer_switch_at) {
 		raddr = s->peer_old_raddr;

@@ -72,7 +72,7 @@ static int tx_alloc(struct hub *h, struct hsock *s, uint64_t size, uint64_t *off
 	uint32_t unused;
 	if (!(*off = arena_alloc(s->pool->tx_alloc, size)))
 		return -ENOBUFS;
-	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+	if (!hsock_positional(s)) {
 		int r = pool_keys(h, s->pool, *off, size, 0, lkey, &unused);
 		if (r < 0) {
 			arena_release(s->pool->tx_alloc, *off, size);

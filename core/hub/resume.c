@@ -229,7 +229,7 @@ static void send_resume(struct hsock *s)
 	c.ring = s->peer_ring;
 	c.reason = s->rx_fin ? RESUME_HAVE_FIN : 0;
 	wire_resume_put(&c, s->tx_done, s->credit_sent, s->peer_switch_at);
-	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+	if (!hsock_positional(s)) {
 		if (hsock_ring_changing(s) && s->rx_next_off)
 			hsock_send_rekey(s);
 		/* the ring the peer writes to: the new one once it switched */
@@ -319,7 +319,7 @@ static const char *resume_apply(struct hub *h, struct hsock *s, const struct wir
 	}
 	if (head > s->peer_head)
 		s->peer_head = head;
-	if (!(s->link->x.xp->ops->flags & XP_POSITIONAL)) {
+	if (!hsock_positional(s)) {
 		uint64_t raddr;
 		uint32_t rkey = wire_resume_ring_get(c, &raddr);
 		if (rkey && !raddr)

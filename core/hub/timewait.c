@@ -33,7 +33,7 @@ void hub_timewait_add(struct hub *h, const struct hsock *s)
 		.imm = tag_imm(s->sid, s->gen),
 		.peer = s->peer,
 		.peer_ring = s->peer_ring,
-		.positional = (s->link->x.xp->ops->flags & XP_POSITIONAL) != 0,
+		.positional = hsock_positional(s),
 	};
 }
 
