@@ -378,6 +378,9 @@ struct hub {
 	uint64_t local_connects;    /* connections that took the same-node path */
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
+	uint64_t wake_ns;           /* system calls that woke processes (hsock_wake), all of them */
+	uint64_t route_wake_ns;     /* ... those made while routing: route_ns less it is the hub's own */
+	uint64_t posts, post_ns;    /* bells of writes that posted, and the time posting them took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
 	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections wait) */
 	uint32_t link_outage_ms;    /* ... and its connections wait this long for a new one (resume.c) */
@@ -671,6 +674,8 @@ void hsock_port_hold(struct hub *h, struct hsock *s); /* accepted: its port stay
 void hsock_free(struct hub *h, struct hsock *s);
 void hsock_linger(struct hub *h, struct hsock *s);
 void hsock_wake(struct hsock *s);
+enum { HSOCK_WAKE_ALL, HSOCK_WAKE_RX, HSOCK_WAKE_TX };
+void hsock_wake_for(struct hsock *s, int what);
 void hsock_set_closed(struct hsock *s, int err);
 void hsock_local_fin(struct hub *h, struct hsock *s);
 void hsock_local_wake(struct hub *h, struct hsock *s, int credit);

@@ -49,10 +49,15 @@ static void doorbell_word(struct hub *h, struct pool *p, uint32_t w, uint64_t bi
 		ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
 		if (ops & SLOTOP_TX) {
 			uint32_t gen = s->gen;
+			uint64_t posted = s->tx_posted, t0 = hub_now_ns();
 			hsock_tx(h, s);
 			s = h->socks[sid]; /* an abort may have ended it */
 			if (!s || s->gen != gen || !s->as)
 				continue;
+			if (s->tx_posted != posted) { /* the hub's own cost of posting */
+				h->posts++;
+				h->post_ns += hub_now_ns() - t0;
+			}
 		}
 		if (ops & SLOTOP_CREDIT)
 			hsock_credit(h, s);
@@ -118,13 +123,16 @@ static int reap(struct hub *h, struct xport *xp)
 	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
 		uint64_t t0 = hub_now_ns(), t1 = t0, t2;
 		for (int i = 0; i < n; i++) {
+			uint64_t woke = h->wake_ns;
 			hub_route(h, &wc[i]);
 			if (wc[i].op == XWC_RECV_IMM || wc[i].op == XWC_WRITE) {
-				/* from the poll (the batch's), and its own routing */
+				/* from the poll (the batch's), and its own routing,
+				 * with the system calls of its wake-up apart */
 				t2 = hub_now_ns();
 				h->handoffs++;
 				h->handoff_ns += t2 - t0;
 				h->route_ns += t2 - t1;
+				h->route_wake_ns += h->wake_ns - woke;
 				t1 = t2;
 			} else {
 				t1 = hub_now_ns();

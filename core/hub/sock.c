@@ -267,22 +267,51 @@ void hsock_linger(struct hub *h, struct hsock *s)
 
 /* ---- waking processes, ending sockets ---- */
 
-void hsock_wake(struct hsock *s)
+/* Wake the threads of s's processes that wait on it: every one, or
+ * (HSOCK_WAKE_RX: bytes arrived; HSOCK_WAKE_TX: room in the send ring)
+ * all but those asleep in a send (in a recv), whom this cannot help:
+ * those sleep on words of their own (arena.h: tx_seq, rx_seq).  A word
+ * moves for every event of its class; the system call is made only for
+ * a word a thread sleeps on. */
+void hsock_wake_for(struct hsock *s, int what)
 {
 	struct arena_slot *as = s->as;
+	_Atomic uint32_t *w[3], *n[3];
+	int k = 0, sleep = 0;
 	if (!as)
 		return;
-	atomic_fetch_add_explicit(&as->wake_seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&as->waiters, memory_order_seq_cst))
-		sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
-	if (s->evfd >= 0) {
-		uint64_t one = 1;
-		if (write(s->evfd, &one, sizeof(one)) < 0) {
-			/* counter saturated: waiters are awake anyway */
+	w[k] = &as->wake_seq, n[k++] = &as->waiters;
+	if (what != HSOCK_WAKE_TX)
+		w[k] = &as->rx_seq, n[k++] = &as->rx_waiters;
+	if (what != HSOCK_WAKE_RX)
+		w[k] = &as->tx_seq, n[k++] = &as->tx_waiters;
+	for (int i = 0; i < k; i++) {
+		atomic_fetch_add_explicit(w[i], 1, memory_order_seq_cst);
+		if (atomic_load_explicit(n[i], memory_order_seq_cst))
+			sleep |= 1 << i;
+	}
+	if (sleep || s->evfd >= 0) {
+		/* the kernel's part of a hand-off, counted apart (wake_ns) */
+		uint64_t t0 = hub_now_ns();
+		for (int i = 0; i < k; i++)
+			if (sleep & (1 << i))
+				sys_futex(w[i], FUTEX_WAKE, INT_MAX, NULL);
+		if (s->evfd >= 0) {
+			uint64_t one = 1;
+			if (write(s->evfd, &one, sizeof(one)) < 0) {
+				/* counter saturated: waiters are awake anyway */
+			}
 		}
+		if (the_hub)
+			the_hub->wake_ns += hub_now_ns() - t0;
 	}
 	if (s->poll_ends & 2)
 		hpoll_reflect(s);
+}
+
+void hsock_wake(struct hsock *s)
+{
+	hsock_wake_for(s, HSOCK_WAKE_ALL);
 }
 
 void hsock_set_closed(struct hsock *s, int err)
@@ -350,7 +379,7 @@ void hsock_local_wake(struct hub *h, struct hsock *s, int credit)
 {
 	struct hsock *p = local_partner(h, s);
 	if (p)
-		hsock_wake(p);
+		hsock_wake_for(p, credit ? HSOCK_WAKE_TX : HSOCK_WAKE_RX);
 	else if (!credit && s->state == HS_ESTABLISHED)
 		local_reset_in(h, s);
 }

@@ -126,7 +126,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  (int)rshared_pid(h), (int)getpid(), h->port);
 	sb_printf(s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
-		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
+		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"route_wake_ns\":%llu,\"wake_ns\":%llu,"
+		  "\"posts\":%llu,\"post_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_shrunk\":%llu,"
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
@@ -136,7 +137,9 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
-		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns, nsegs(h),
+		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns,
+		  (unsigned long long)h->route_wake_ns, (unsigned long long)h->wake_ns, (unsigned long long)h->posts,
+		  (unsigned long long)h->post_ns, nsegs(h),
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown, (unsigned long long)h->tx_shrunk,
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
@@ -298,9 +301,12 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "requests: %llu answered through request cells\n", (unsigned long long)h->cell_requests);
 	sb_printf(s, "placed tails: %llu written to peers' readers\n", (unsigned long long)h->placed_sent);
 	sb_printf(s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up, "
-		  "%llu ns of routing each\n", (unsigned long long)h->handoffs,
-		  (unsigned long long)(h->handoffs ? h->handoff_ns / h->handoffs : 0),
-		  (unsigned long long)(h->handoffs ? h->route_ns / h->handoffs : 0));
+		  "%llu ns of routing each (%llu ns of it system calls that woke the owner)\n",
+		  (unsigned long long)h->handoffs, (unsigned long long)(h->handoffs ? h->handoff_ns / h->handoffs : 0),
+		  (unsigned long long)(h->handoffs ? h->route_ns / h->handoffs : 0),
+		  (unsigned long long)(h->handoffs ? h->route_wake_ns / h->handoffs : 0));
+	sb_printf(s, "posting: %llu bells of writes posted, mean %llu ns each\n", (unsigned long long)h->posts,
+		  (unsigned long long)(h->posts ? h->post_ns / h->posts : 0));
 }
 
 /* the links table */

@@ -159,7 +159,7 @@ static void untear(struct hub *h)
 static int may_want_waking(struct hsock *s)
 {
 	struct arena_slot *as = s->as;
-	if (!atomic_load(&as->waiters))
+	if (!atomic_load(&as->waiters) && !atomic_load(&as->rx_waiters) && !atomic_load(&as->tx_waiters))
 		return 0;
 	return s->state != HS_ESTABLISHED || ring_load(&as->rx.tail) != ring_load(&as->rx.head) ||
 	       (atomic_load(&as->flags) & (SLOTF_RX_FIN | SLOTF_RESET));

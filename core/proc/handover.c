@@ -111,9 +111,7 @@ static void *watch_main(void *arg)
 		if (cl.p[k].arena)
 			atomic_store(&((struct arena_hdr *)cl.p[k].arena)->hub_dead, 1);
 	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1)) {
-		struct arena_slot *s = cl_slot(i);
-		atomic_fetch_add(&s->wake_seq, 1);
-		sys_futex(&s->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+		arena_wake_all(cl_slot(i));
 	}
 	sys_close(fd);
 	return NULL;

@@ -416,7 +416,6 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how)
 	if (vs_poll_fds[slot])
 		vs_poll_bell(slot); /* pollers see it too */
 	/* wake this pool's own sleepers so they see the shutdown */
-	atomic_fetch_add(&as->wake_seq, 1);
-	sys_futex(&as->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+	arena_wake_all(as);
 	return ret < 0 ? ret : r.status;
 }

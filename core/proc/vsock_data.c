@@ -24,46 +24,44 @@
 
 #include "vsock_int.h"
 
-/* Wait for the slot's futex word to move past seq, counted in `waiters`
- * only while asleep: the hub makes the wake-up system call only when a
- * thread sleeps (it bumps the word, then reads the count; we count, then
- * the kernel compares the word), not for one that spins or copies.
- * Without a timeout,
- * so that the kernel itself restarts the wait after a handler installed
- * with SA_RESTART and reports EINTR after any other, exactly as for a
- * blocked recv on kernel TCP. */
-int vs_wait_seq(struct arena_slot *as, uint32_t seq)
+/* Wait for the futex word W of slot AS (wake_seq, or a recv's rx_seq, a
+ * send's tx_seq) to move past seq, for at most NS nanoseconds (0: no
+ * limit), counted in CNT (the word's sleepers: waiters, rx_waiters,
+ * tx_waiters) only while asleep: the hub makes the wake-up system call
+ * only when a thread sleeps (it bumps the word, then reads the count; we
+ * count, then the kernel compares the word), not for one that spins or
+ * copies.  Without a limit, the kernel itself restarts the wait after a
+ * handler installed with SA_RESTART and reports EINTR after any other,
+ * exactly as for a blocked recv on kernel TCP.  -ETIMEDOUT after NS. */
+static int wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns)
 {
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
 	long r;
+	int e;
 	cl_watch();
 	if (cl_hub_dead())
 		return -ECONNRESET;
-	atomic_fetch_add(&as->waiters, 1);
-	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, NULL);
-	atomic_fetch_sub(&as->waiters, 1);
-	if (r < 0 && errno == EINTR)
+	atomic_fetch_add(cnt, 1);
+	r = sys_futex(w, FUTEX_WAIT, seq, ns ? &ts : NULL);
+	e = r < 0 ? errno : 0;
+	atomic_fetch_sub(cnt, 1);
+	if (e == EINTR)
 		return -EINTR;
-	return cl_hub_dead() ? -ECONNRESET : 0;
+	if (cl_hub_dead())
+		return -ECONNRESET;
+	return e == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
+int vs_wait_seq(struct arena_slot *as, uint32_t seq)
+{
+	return wait_word(&as->wake_seq, &as->waiters, seq, 0);
 }
 
 /* vs_wait_seq for at most NS nanoseconds: -ETIMEDOUT after them */
 int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 {
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-	long r;
-	cl_watch();
-	if (cl_hub_dead())
-		return -ECONNRESET;
-	atomic_fetch_add(&as->waiters, 1);
-	r = sys_futex(&as->wake_seq, FUTEX_WAIT, seq, &ts);
-	atomic_fetch_sub(&as->waiters, 1);
-	if (r < 0 && errno == EINTR)
-		return -EINTR;
-	if (r < 0 && errno == ETIMEDOUT)
-		return cl_hub_dead() ? -ECONNRESET : -ETIMEDOUT;
-	return cl_hub_dead() ? -ECONNRESET : 0;
+	return wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1);
 }
-
 
 /* Adaptive waiting: spin for the counter to leave old (or the hub to
  * signal anything), giving the CPU to others now and then; 1 when
@@ -75,7 +73,7 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 static __thread uint64_t spin_budget;
 static __thread unsigned spin_waits;
 
-static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old, _Atomic uint64_t *alt)
+static int spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old, _Atomic uint64_t *alt)
 {
 	uint64_t end = 0, floor = cl.spin_ns / 16, b, alt_old = alt ? atomic_load(alt) : 0;
 	if (!cl.spin_ns)
@@ -85,7 +83,7 @@ static int spin_ring(struct arena_slot *as, uint32_t seq, _Atomic uint64_t *ctr,
 	/* every 16th wait tries the whole time: the other side may be quick again */
 	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
 	for (unsigned i = 1;; i++) {
-		if (ring_load(ctr) != old || atomic_load(&as->wake_seq) != seq || (alt && atomic_load(alt) != alt_old)) {
+		if (ring_load(ctr) != old || atomic_load(word) != seq || (alt && atomic_load(alt) != alt_old)) {
 			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
 			return 1;
 		}
@@ -294,14 +292,14 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 			vs_tx_settle(x->slot, as);
 		return 1;
 	}
-	if (spin_ring(as, seq, &v->c->head, head, NULL) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
+	if (spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	if (xfer_left(x, &left)) {
 		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
 		return 1;
 	}
 	pthread_mutex_unlock(&as->tx_lock);
-	err = left ? vs_wait_seq_for(as, seq, left) : vs_wait_seq(as, seq);
+	err = wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
 	vs_lock(&as->tx_lock, &as->tx_in);
 	if (err == -ETIMEDOUT)
 		return 0; /* stalled, maybe, or the deadline: look again */
@@ -338,7 +336,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		return 0;
 	vs_lock(&as->tx_lock, &as->tx_in);
 	while (x.total < x.want) {
-		uint32_t seq = atomic_load(&as->wake_seq);
+		uint32_t seq = atomic_load(&as->tx_seq);
 		uint64_t tail, head, space;
 		if (send_stop(&x))
 			break;
@@ -449,7 +447,7 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	uint64_t left = 0;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with a wake_seq past seq */
-	if (spin_ring(as, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) ||
+	if (spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
 	if (xfer_left(x, &left)) {
@@ -458,7 +456,7 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 		return 1;
 	}
 	pthread_mutex_unlock(&as->rx_lock);
-	err = left ? vs_wait_seq_for(as, seq, left) : vs_wait_seq(as, seq);
+	err = wait_word(&as->rx_seq, &as->rx_waiters, seq, left);
 	vs_lock(&as->rx_lock, &as->rx_in);
 	if (err == -ETIMEDOUT)
 		return 0; /* the deadline: look again */
@@ -478,7 +476,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		return 0;
 	vs_lock(&as->rx_lock, &as->rx_in);
 	for (;;) {
-		uint32_t seq = atomic_load(&as->wake_seq);
+		uint32_t seq = atomic_load(&as->rx_seq);
 		/* the flags before the tail: the hub publishes the last bytes'
 		 * tail before it sets FIN, so a FIN seen here comes with them */
 		uint32_t fl = atomic_load(&as->flags);

@@ -28,6 +28,7 @@
 #define RSHARE_ARENA_H
 
 #include <endian.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,9 +37,10 @@
 #include "addr.h"
 #include "msg.h"
 #include "ring.h"
+#include "sys.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 8
+#define ARENA_VERSION 9
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -98,8 +100,15 @@ struct slot_opts {
 };
 
 struct arena_slot {
-	_Atomic uint32_t wake_seq;    /* futex word: bumped by the hub on every event */
+	_Atomic uint32_t wake_seq;    /* futex word: bumped by the hub on every event (and rx_seq, tx_seq below) */
 	_Atomic uint32_t waiters;     /* threads sleeping on wake_seq */
+	/* A recv (send) sleeps on a word of its own, bumped by the hub with
+	 * wake_seq for every event but room in the send ring (bytes that
+	 * arrived): so a thread blocked reading is not woken by the
+	 * completions of the writes of another, nor the other way round,
+	 * as on kernel TCP.  rx_waiters (tx_waiters) count its sleepers. */
+	_Atomic uint32_t rx_seq, rx_waiters;
+	_Atomic uint32_t tx_seq, tx_waiters;
 	_Atomic uint32_t state;       /* enum slot_state */
 	_Atomic int32_t error;        /* pending SO_ERROR, consumed by the process */
 	_Atomic uint32_t flags;       /* SLOTF_* */
@@ -216,6 +225,18 @@ static inline uint8_t *arena_bytes(void *base, uint64_t off)
 }
 
 /* Ring a slot's doorbell; returns nonzero when the hub sleeps and needs a kick. */
+/* Every thread asleep on slot AS woken (all three of its futex words
+ * move): for what a process itself does to a socket (a shutdown), and
+ * the hub's death, which every waiter must see. */
+static inline void arena_wake_all(struct arena_slot *as)
+{
+	_Atomic uint32_t *w[3] = {&as->wake_seq, &as->rx_seq, &as->tx_seq};
+	for (int i = 0; i < 3; i++) {
+		atomic_fetch_add(w[i], 1);
+		sys_futex(w[i], FUTEX_WAKE, INT_MAX, NULL);
+	}
+}
+
 static inline int arena_ring(void *base, uint32_t i, uint32_t op)
 {
 	struct arena_hdr *h = base;

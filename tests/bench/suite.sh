@@ -61,6 +61,11 @@
 #     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
 #     a completion polled in a batch waits for those before it), and of
 #     that the completion's own routing (counters.route_ns / handoffs)
+#   - the hub's own cost of a message: routing a completion less the
+#     system calls that woke its owner ((route_ns - route_wake_ns) /
+#     handoffs), plus posting a write (post_ns / posts: the link's one
+#     system call of each pass of the loop is not in it); then those
+#     wake-up system calls (route_wake_ns / handoffs)
 #   - the hubs' CPU while idle: milliseconds of CPU per second over
 #     BENCH_IDLE_SECS once every server is gone (/proc/PID/schedstat)
 # then a table of targets (measured ratio, met or not met), and the plots
@@ -205,6 +210,7 @@ declare -A vals         # vals[ROW,COLUMN]: one value per round
 declare -A c_srv c_cli  # command prefixes (namespace, wrapper) of the server and the clients
 declare -A c_addr c_bind c_hubs c_where
 declare -A h_nsx h_name h_args h_port h_pid
+declare -A own_r own_p  # the hub's own ns: routing a completion, posting a write
 notes=()
 failed=0
 cols=() no_rdma=()
@@ -726,8 +732,8 @@ done
 
 # the hubs' hand-off counters, over everything the column ran
 for col in "${up[@]}"; do
-	[[ -n ${c_hubs[$col]:-} ]] || { cell[handoff,$col]="-"; continue; }
-	ho=0 hons=0 hors=0 absent=0 tr="" lc=0 fb=0
+	[[ -n ${c_hubs[$col]:-} ]] || { cell[handoff,$col]="-" cell[own,$col]="-"; continue; }
+	ho=0 hons=0 hors=0 horw=0 po=0 pons=0 absent=0 tr="" lc=0 fb=0
 	for h in ${c_hubs[$col]}; do
 		j=$(hub_json "${h_nsx[$h]}" "${h_name[$h]}")
 		n=$(json_count handoffs <<<"$j") ns=$(json_count handoff_ns <<<"$j")
@@ -735,6 +741,9 @@ for col in "${up[@]}"; do
 		ho=$((ho + ${n:-0})) hons=$((hons + ${ns:-0}))
 		n=$(json_count route_ns <<<"$j")
 		hors=$((hors + ${n:-0}))
+		n=$(json_count route_wake_ns <<<"$j") && horw=$((horw + n))
+		n=$(json_count posts <<<"$j") && po=$((po + n))
+		n=$(json_count post_ns <<<"$j") && pons=$((pons + n))
 		n=$(json_count local_connects <<<"$j")
 		[[ -n $n && $lc != - ]] && lc=$((lc + n)) || lc=-
 		n=$(json_count fallback_connects <<<"$j")
@@ -747,6 +756,12 @@ for col in "${up[@]}"; do
 		cell[handoff,$col]="0 hand-offs"
 	else
 		cell[handoff,$col]="$((hons / ho)) / $((hors / ho)) ($ho hand-offs)"
+		if ((po)); then
+			# the hub's own: routing less the system calls that woke
+			# the owner, and posting (ns each)
+			own_r[$col]=$(((hors - horw) / ho)) own_p[$col]=$((pons / po))
+			cell[own,$col]="$((own_r[$col] + own_p[$col])) ($((own_r[$col])) + $((own_p[$col]))); wake-up system calls $((horw / ho))"
+		fi
 	fi
 	tr=$(sort -u <<<"$tr" | grep . | paste -sd, -)
 	c_where[$col]+="; links seen: ${tr:-none}; its hubs counted $fb connections fallen back to kernel TCP"
@@ -912,6 +927,7 @@ tables() {
 	fi
 	tool_ok wrk && row wrk "wrk -t 2 -c $wrk_conns (${wrk_secs} s) against nginx (2 workers), requests/s"
 	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
+	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
 	echo
 	echo "- Round trips ($rtt_n each), streams and connections/s: the median over $rounds round(s), the columns taking turns in each. Messages/s: the sum over the N processes, released together. MB = 10^6 bytes."
@@ -932,6 +948,17 @@ tables() {
 	target "soft stream, 64 KiB writes, across namespaces" st_64K rshare-soft tcp-ns ">=" 0.8 MB/s
 	for c in $grid; do
 		target "soft message rate, $c" "mr_$c" rshare-soft tcp-ns ">=" 1 msgs/s
+	done
+	local own_what="hub's own cost of a message (routing + posting)"
+	for c in rshare-soft rshare-verbs; do
+		want "$c" || continue
+		if [[ -n ${own_r[$c]:-} ]]; then
+			r=$((own_r[$c] + own_p[$c]))
+			printf '| %s, %s <= 1000 ns | %s ns (%s + %s) | %s |\n' "$own_what" \
+				"$c" "$r" "${own_r[$c]}" "${own_p[$c]}" "$( ((r <= 1000)) && echo met || echo "not met")"
+		else
+			printf '| %s, %s <= 1000 ns | n/a | n/a (no counters) |\n' "$own_what" "$c"
+		fi
 	done
 	target "verbs connections/s" conn rshare-verbs rsockets ">=" 20 /s
 	target "verbs round trip, $(human "$(bytes "$t_rtt")") median" "rttm_$t_rtt" rshare-verbs rsockets "<=" 1.3 us
