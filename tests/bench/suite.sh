@@ -846,14 +846,15 @@ plot_files() {
 	local c w items=()
 	if [[ $plot == *.svg ]]; then
 		term="svg size 960,600 noenhanced"
-		plot_stream=${plot_stream%.png}.svg
+		[[ $plot_stream == *.svg ]] || plot_stream=${plot_stream%.png}.svg
 	elif gnuplot -e 'set terminal pngcairo' 2>/dev/null; then
 		term="pngcairo size 960,600 noenhanced font ',10'"
 	elif gnuplot -e 'set terminal png' 2>/dev/null; then
 		term="png size 960,600 noenhanced"
 	else
 		term="svg size 960,600 noenhanced"
-		plot=${plot%.png}.svg plot_stream=${plot_stream%.png}.svg
+		[[ $plot == *.svg ]] || plot=${plot%.png}.svg
+		[[ $plot_stream == *.svg ]] || plot_stream=${plot_stream%.png}.svg
 	fi
 	mkdir -p "$(dirname "$plot")" "$(dirname "$plot_stream")"
 	for c in $grid; do items+=("$c:$((${c%x*} * ${c#*x}))"); done
