@@ -120,7 +120,7 @@ static long nvcsw(int tid)
 static int ask(const char *host, int port, const char *mode, int rounds)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	uint8_t m = mode[0] == 's' && mode[1] == 'i' ? 's' : 'x', ans[MSG];
+	uint8_t m = strcmp(mode, "sink") ? 'x' : 's', ans[MSG];
 	pthread_t t;
 	long before = 0;
 	int tid = 0;

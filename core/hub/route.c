@@ -140,7 +140,7 @@ static void route_write(struct hub *h, struct link *wl, const struct xwc *wc)
 	s->cq_send++;
 	wl->cq_send++;
 	wl->bytes_tx += wc->byte_len;
-	hsock_wake_for(s, HSOCK_WAKE_TX);
+	hsock_wake_for(s, ARENA_WAKE_TX);
 	hsock_finish_close(h, s);
 }
 
@@ -183,7 +183,7 @@ static void route_recv_imm(struct hub *h, struct link *wl, const struct xwc *wc)
 	wl->cq_recv++;
 	wl->bytes_rx += wc->byte_len;
 	wl->msgs_rx++;
-	hsock_wake_for(s, HSOCK_WAKE_RX);
+	hsock_wake_for(s, ARENA_WAKE_RX);
 }
 
 /* a control message in one of the link's posted receives: post it again */

@@ -267,24 +267,17 @@ void hsock_linger(struct hub *h, struct hsock *s)
 
 /* ---- waking processes, ending sockets ---- */
 
-/* Wake the threads of s's processes that wait on it: every one, or
- * (HSOCK_WAKE_RX: bytes arrived; HSOCK_WAKE_TX: room in the send ring)
- * all but those asleep in a send (in a recv), whom this cannot help:
- * those sleep on words of their own (arena.h: tx_seq, rx_seq).  A word
- * moves for every event of its class; the system call is made only for
- * a word a thread sleeps on. */
+/* Wake the threads of s's processes that the event WHAT can help
+ * (arena.h: arena_wake_words): the words of its class move, and the
+ * system call is made only for a word a thread sleeps on. */
 void hsock_wake_for(struct hsock *s, int what)
 {
 	struct arena_slot *as = s->as;
 	_Atomic uint32_t *w[3], *n[3];
-	int k = 0, sleep = 0;
+	int k, sleep = 0;
 	if (!as)
 		return;
-	w[k] = &as->wake_seq, n[k++] = &as->waiters;
-	if (what != HSOCK_WAKE_TX)
-		w[k] = &as->rx_seq, n[k++] = &as->rx_waiters;
-	if (what != HSOCK_WAKE_RX)
-		w[k] = &as->tx_seq, n[k++] = &as->tx_waiters;
+	k = arena_wake_words(as, what, w, n);
 	for (int i = 0; i < k; i++) {
 		atomic_fetch_add_explicit(w[i], 1, memory_order_seq_cst);
 		if (atomic_load_explicit(n[i], memory_order_seq_cst))
@@ -311,7 +304,7 @@ void hsock_wake_for(struct hsock *s, int what)
 
 void hsock_wake(struct hsock *s)
 {
-	hsock_wake_for(s, HSOCK_WAKE_ALL);
+	hsock_wake_for(s, ARENA_WAKE_ALL);
 }
 
 void hsock_set_closed(struct hsock *s, int err)
@@ -379,7 +372,7 @@ void hsock_local_wake(struct hub *h, struct hsock *s, int credit)
 {
 	struct hsock *p = local_partner(h, s);
 	if (p)
-		hsock_wake_for(p, credit ? HSOCK_WAKE_TX : HSOCK_WAKE_RX);
+		hsock_wake_for(p, credit ? ARENA_WAKE_TX : ARENA_WAKE_RX);
 	else if (!credit && s->state == HS_ESTABLISHED)
 		local_reset_in(h, s);
 }

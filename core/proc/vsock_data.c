@@ -446,7 +446,7 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	int err;
 	uint64_t left = 0;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
-	 * first; the counter's moves since come with a wake_seq past seq */
+	 * first; the counter's moves since come with an rx_seq past seq */
 	if (spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;

@@ -224,19 +224,37 @@ static inline uint8_t *arena_bytes(void *base, uint64_t off)
 	return (uint8_t *)base + off;
 }
 
-/* Ring a slot's doorbell; returns nonzero when the hub sleeps and needs a kick. */
+/* What an event of slot AS can help: every waiter (ARENA_WAKE_ALL), or
+ * all but those asleep in a send (ARENA_WAKE_RX: bytes arrived) or in a
+ * recv (ARENA_WAKE_TX: room in the send ring).  Fills W with the futex
+ * words to move and N with their sleepers' counts; returns how many. */
+enum { ARENA_WAKE_ALL, ARENA_WAKE_RX, ARENA_WAKE_TX };
+static inline int arena_wake_words(struct arena_slot *as, int what, _Atomic uint32_t *w[3],
+				   _Atomic uint32_t *n[3])
+{
+	int k = 0;
+	w[k] = &as->wake_seq, n[k++] = &as->waiters;
+	if (what != ARENA_WAKE_TX)
+		w[k] = &as->rx_seq, n[k++] = &as->rx_waiters;
+	if (what != ARENA_WAKE_RX)
+		w[k] = &as->tx_seq, n[k++] = &as->tx_waiters;
+	return k;
+}
+
 /* Every thread asleep on slot AS woken (all three of its futex words
  * move): for what a process itself does to a socket (a shutdown), and
  * the hub's death, which every waiter must see. */
 static inline void arena_wake_all(struct arena_slot *as)
 {
-	_Atomic uint32_t *w[3] = {&as->wake_seq, &as->rx_seq, &as->tx_seq};
-	for (int i = 0; i < 3; i++) {
+	_Atomic uint32_t *w[3], *n[3];
+	int k = arena_wake_words(as, ARENA_WAKE_ALL, w, n);
+	for (int i = 0; i < k; i++) {
 		atomic_fetch_add(w[i], 1);
 		sys_futex(w[i], FUTEX_WAKE, INT_MAX, NULL);
 	}
 }
 
+/* Ring a slot's doorbell; returns nonzero when the hub sleeps and needs a kick. */
 static inline int arena_ring(void *base, uint32_t i, uint32_t op)
 {
 	struct arena_hdr *h = base;
