@@ -8,8 +8,11 @@
 # hubs; streams through a hub killed the moment a read of its soft link
 # returns (gdb), the bytes it read not yet counted; a connection whose
 # last bytes and FIN the peer's kernel took while its hub was stopped, and
-# which ended on our side, that hub then killed; idle connections and
-# a blocked recv; the differential tester's
+# which ended on our side, that hub then killed; a connection reset
+# (SO_LINGER 0) right after its last bytes while its own hub was stopped,
+# that hub then killed: the bytes, then the reset, reach the peer once the
+# link is back; idle connections and a blocked recv; the differential
+# tester's
 # generated programs with a hub killed during each, their transcripts
 # those of kernel TCP.  Killing rshared itself (the warden) still ends the
 # node's connections: tests/hub-killed-blocked-calls-return.bats.  (Soft
@@ -100,14 +103,15 @@ kill_after_read() {
 
 # last_bytes NAME PORT [--rshare [CMD ARGS...]]: a client on B sends a
 # line and shuts its side down; the server on A reads to EOF, then, once
-# CMD ran (the file NAME.go), sends its last bytes and closes; the
-# client's transcript: what it read, and how its reads ended
+# CMD ran (the file NAME.go), sends its last bytes and closes (with
+# LAST_CLOSE=linger0, under SO_LINGER 0: a reset); the client's
+# transcript: what it read, and how its reads ended
 last_bytes() {
 	local name=$1 port=$2 pre=
 	shift 2
 	[[ ${1:-} != --rshare ]] || { pre=--rshare; shift; }
 	rs_bg "$name-srv" "$NS_A" $pre python3 -c '
-import os, socket, sys, time
+import os, socket, struct, sys, time
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("0.0.0.0", int(sys.argv[1]))); l.listen(1); print("ready", flush=True)
 c, _ = l.accept()
@@ -116,7 +120,10 @@ print("eof", flush=True)
 for _ in range(600):
     if os.path.exists(sys.argv[2]): break
     time.sleep(0.05)
-c.sendall(b"last bytes\n"); c.close(); print("closed", flush=True)' "$port" "$RS_TMP/$name.go"
+c.sendall(b"last bytes\n")
+if sys.argv[3] == "linger0":
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+c.close(); print("closed", flush=True)' "$port" "$RS_TMP/$name.go" "${LAST_CLOSE:-fin}"
 	rs_wait_ready "$name-srv"
 	rs_bg "$name-cli" "$NS_B" $pre python3 -c '
 import socket, sys
@@ -166,6 +173,28 @@ stopped_then_killed() {
 	r=$(last_bytes rshare-last 7777 --rshare stopped_then_killed)
 	as_on_kernel "got b'last bytes\\n' then EOF" "$k" "$r" "$RS_TMP/rshare-last-cli.err"
 	rs_stat "$NS_B" | jq -e '.counters.successions == 1' >/dev/null || rs_fail "B: $(rs_stat "$NS_B" | jq -c .counters)"
+}
+
+# closed_in_the_outage: A's hub process stopped while A's server sends
+# its last bytes and closes, then killed: its successor has no link to B
+# when it takes the close (the bytes not sent yet), and sends them, then
+# the close, over the new one
+closed_in_the_outage() {
+	local p
+	p=$(rs_stat "$NS_A" | jq .hub_pid)
+	kill -STOP "$p"
+	touch "$RS_TMP/rshare-reset.go"
+	sleep 1 # the server wrote to its ring, and asked for the close
+	kill -KILL "$p"
+	rs_retry 10 new_hub "$NS_A" "$p" || rs_fail "no new hub in A after $p was killed"
+}
+
+@test "bytes sent, then a reset (SO_LINGER 0), as the hub died: the peer's reader gets the bytes, then ECONNRESET, as on kernel TCP" {
+	local k r
+	k=$(LAST_CLOSE=linger0 last_bytes kernel-reset 7778)
+	r=$(LAST_CLOSE=linger0 last_bytes rshare-reset 7779 --rshare closed_in_the_outage)
+	as_on_kernel "got b'last bytes\\n' then Connection reset by peer" "$k" "$r" "$RS_TMP/rshare-reset-cli.err"
+	rs_stat "$NS_A" | jq -e '.counters.successions == 1' >/dev/null || rs_fail "A: $(rs_stat "$NS_A" | jq -c .counters)"
 }
 
 @test "idle connections and a blocked recv go on through a SIGKILL of both hubs, as on kernel TCP" {

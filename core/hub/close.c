@@ -3,10 +3,13 @@
  *
  * A listener resets the connections it queued and refuses the ones that
  * wait for room.  An established connection sends what is left, then FIN
- * (or RESET when unread data would be lost, or when the holder died: after
- * the data already posted), and lingers until the peer's word (sock.c); a same-node one tells the other
- * socket at once.  A connect under way waits for the ACCEPT that may be on
- * its way, to answer it with RESET.
+ * (or RESET when unread data would be lost, under SO_LINGER 0, or when
+ * the holder died: after the data the program wrote, as the kernel had
+ * sent it by then; a connection waiting for a lost link keeps those bytes
+ * and sends them, then the RESET, once it goes on), and lingers until the
+ * peer's word (sock.c); a same-node one tells the other socket at once.
+ * A connect under way waits for the ACCEPT that may be on its way, to
+ * answer it with RESET.
  */
 #include "hub.h"
 
@@ -65,7 +68,7 @@ static void release_established(struct hub *h, struct hsock *s, int abort)
 	}
 	if (abort || head != s->rx_tail || s->rx_expect != s->rx_tail || placed > seen ||
 	    (!s->link && !s->suspended)) {
-		log_debug("socket %u: %s: reset", s->sid, abort ? "holder died" : "unread data");
+		log_debug("socket %u: %s: reset", s->sid, abort ? "SO_LINGER 0, or its holder died" : "unread data");
 		/* what the program wrote before its close goes first, as the
 		 * kernel had sent it by then; the reset follows once it has
 		 * (hsock_finish_close) */
@@ -76,6 +79,14 @@ static void release_established(struct hub *h, struct hsock *s, int abort)
 				s->reset_after_tx = 1;
 				return;
 			}
+		} else if (s->suspended && !s->reset_sent && s->as &&
+			   (ring_load(&s->as->tx.tail) != s->tx_done || s->tx_posted != s->tx_done)) {
+			/* no link now: those bytes go once the connection goes
+			 * on, then the reset (resume.c, resumed); given up on
+			 * as any unacknowledged data is (give_up_at) */
+			s->closing = 1;
+			s->reset_after_tx = 1;
+			return;
 		}
 		hsock_send_reset(s);
 		hsock_linger(h, s);
