@@ -7,9 +7,12 @@
  * (rs_peek) and a tail call to libc; the rshare side is out of line
  * (rs_send, rs_recv), and so is the pending check of a nonblocking
  * connect.  On an rshare connection the data goes through its arena rings
- * (vs_send, vs_recv); a listener or a socket not connected is ENOTCONN.
+ * (vs_send, vs_recv); on a listener a read is ENOTCONN, a write EPIPE
+ * (with SIGPIPE unless MSG_NOSIGNAL), as the kernel answers.
  */
 #include "preload.h"
+
+#include <signal.h>
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
@@ -19,11 +22,19 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		ssize_t r = m && m->msg_controllen ? pass_sendmsg(fd, m, flags, &sent) : (sent = 0);
 		return sent ? r : R(sendmsg)(fd, m, flags);
 	}
-	if (p->kind != FD_RS) {
-		errno = ENOTCONN;
-		return -1;
-	}
+	if (p->kind != FD_RS)
+		return rs_send_listener(flags);
 	return ret_err(vs_send(p->slot, m->msg_iov, (int)m->msg_iovlen, flags));
+}
+
+/* a write to a listener: EPIPE, and SIGPIPE to the thread unless
+ * MSG_NOSIGNAL, as the kernel's (tcp_sendmsg: not connected) */
+ssize_t rs_send_listener(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = EPIPE;
+	return -1;
 }
 
 /* send and recv on an rshare socket, out of line: what other descriptors
@@ -44,10 +55,8 @@ static __attribute__((noinline)) ssize_t rs_send(int fd, struct pfd *p, const vo
 	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
 	if (!p || (p->pending && rs_settle(fd, p)))
 		return R(send)(fd, buf, len, flags); /* not rshare, or kernel TCP from now */
-	if (p->kind != FD_RS) {
-		errno = ENOTCONN;
-		return -1;
-	}
+	if (p->kind != FD_RS)
+		return rs_send_listener(flags);
 	return ret_err(vs_send(p->slot, &v, 1, flags));
 }
 
@@ -95,8 +104,10 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
 	struct pfd *p = rs_of(fd);
 	if (!p)
 		return R(writev)(fd, iov, n);
-	if (p->kind != FD_RS || n < 0 || n > IOV_MAX) {
-		errno = p->kind != FD_RS ? ENOTCONN : EINVAL;
+	if (p->kind != FD_RS)
+		return rs_send_listener(0);
+	if (n < 0 || n > IOV_MAX) {
+		errno = EINVAL;
 		return -1;
 	}
 	return ret_err(vs_send(p->slot, iov, n, 0));
@@ -249,10 +260,8 @@ ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	ssize_t ret = 0;
 	if (!p)
 		return R(sendfile)(out, in, off, count);
-	if (p->kind != FD_RS) {
-		errno = ENOTCONN;
-		return -1;
-	}
+	if (p->kind != FD_RS)
+		return rs_send_listener(0);
 	if (!buf && !(buf = malloc(1 << 16))) {
 		errno = ENOMEM;
 		return -1;

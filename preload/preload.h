@@ -54,7 +54,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen) X(fdopen)
+	X(system) X(popen) X(fdopen) X(splice)
 
 PL_HIDDEN void *real_next(const char *name);
 
@@ -127,6 +127,9 @@ static inline struct pfd *rs_of(int fd)
 	/* a nonblocking connect given to kernel TCP: the kernel's from now */
 	return __builtin_expect(p->pending, 0) && rs_settle(fd, p) ? NULL : p;
 }
+
+/* io.c: a write to a listener (EPIPE, SIGPIPE unless MSG_NOSIGNAL) */
+PL_HIDDEN ssize_t rs_send_listener(int flags);
 
 /* a -errno answer of core/proc as libc's -1 and errno */
 static inline ssize_t ret_err(ssize_t r)

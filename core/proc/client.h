@@ -158,6 +158,7 @@ int vs_take_error(uint32_t slot);
 void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_nunsent(uint32_t slot);            /* bytes in the send ring (SIOCOUTQ) */
+int vs_nroom(uint32_t slot);              /* free bytes of the send ring */
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
 uint32_t vs_nrefs(uint32_t slot);         /* how many */
 void vs_fork_child(void);                 /* in a new child: no call of its is under way */

@@ -537,6 +537,16 @@ int vs_nunsent(uint32_t slot)
 	return ring_used(slot, 1);
 }
 
+int vs_nroom(uint32_t slot)
+{
+	struct vring v;
+	uint64_t size;
+	if (vring_of(slot, cl_slot(slot), 1, &v) < 0)
+		return 0;
+	size = v.d ? __atomic_load_n(&v.g->size, __ATOMIC_ACQUIRE) : v.size;
+	return (int)(size - vring_used(&v));
+}
+
 /* ---- the calls: each holds the socket while it runs ---- */
 
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
