@@ -85,6 +85,24 @@ static unsigned exec_dropped(const uint8_t *keep, uint32_t *dslot, uint32_t *dge
 	return ndrop;
 }
 
+/* The kernel object of the socket at fd into st: in a vfork child, the
+ * parent's (the table is the parent's, and the child may have closed fd,
+ * or put something else at its number, as Python's subprocess does before
+ * its exec; the new program finds the object wherever the child put it,
+ * exec_find); -1 when fd names none */
+static int exec_stat(unsigned fd, struct stat *st)
+{
+	char path[48];
+	if (pl_vfork_child()) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%u", (int)cl.pid, fd);
+		if (stat(path, st) == 0)
+			return 0;
+		if (errno == ENOENT && access("/proc/self", F_OK) == 0)
+			return -1; /* no more in the parent either */
+	}
+	return fstat((int)fd, st);
+}
+
 /* RSHARE_EXEC=...: the listed descriptors below max (nkeep of them), their
  * listeners' wake-ups made to survive exec (into u->ev); NULL when out of
  * memory or room */
@@ -100,7 +118,7 @@ static char *exec_list(struct exec_undo *u, unsigned max, unsigned nkeep, int al
 	for (unsigned fd = 0; fd < max; fd++) {
 		struct pfd *p = &pfd_tab[fd];
 		struct stat st;
-		if (!exec_listed(fd, all) || fstat((int)fd, &st) < 0)
+		if (!exec_listed(fd, all) || exec_stat(fd, &st) < 0)
 			continue;
 		if (p->kind == FD_LISTEN && p->evfd >= 0 && u->nev < 64 &&
 		    sys_fcntl(p->evfd, F_SETFD, 0) == 0)
@@ -219,8 +237,6 @@ char *exec_prepare_list(struct exec_undo *u, int spawn)
 		exec_fail(u, NULL);
 		return NULL;
 	}
-	if (!spawn)
-		vs_exiting(1); /* close-on-exec sockets close as close() would */
 	if (!(s = exec_list(u, max, nkeep, all)))
 		exec_fail(u, NULL);
 	return s;
@@ -242,8 +258,6 @@ char **exec_prepare(char *const envp[], struct exec_undo *u, int spawn)
 void exec_undo(struct exec_undo *u)
 {
 	int e = errno;
-	if (u->ctl[0] >= 0 && !u->spawn)
-		vs_exiting(0);
 	for (uint32_t k = 0; k < CL_POOLS; k++)
 		if (u->ctl[k] >= 0)
 			sys_close(u->ctl[k]);

@@ -8,7 +8,8 @@
  * takes another, close and dup2/dup3 over it give it back (vs_unref), and
  * the last one releases the socket at the hub.  close, close_range and
  * closefrom leave the library's own descriptors (its hub connection,
- * readiness descriptors at its own numbers) open.
+ * readiness descriptors at its own numbers) open.  A vfork child shares
+ * the table with its parent: it changes nothing in it (pfd_forget).
  */
 #include <linux/close_range.h>
 #include <sys/mman.h>
@@ -65,10 +66,14 @@ void pfd_clear(int fd)
 }
 
 /* fd stops naming what it named: drop this process's reference to an
- * rshare socket behind it (the last one releases it at the hub). */
+ * rshare socket behind it (the last one releases it at the hub).  Not in
+ * a vfork child, whose closes and dup2s before its exec are its own: the
+ * table and the references are its parent's (pl_vfork_child). */
 void pfd_forget(int fd)
 {
 	struct pfd *p = rs_of(fd);
+	if (p && pl_vfork_child())
+		return;
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
 		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;
@@ -91,7 +96,7 @@ void pfd_forget(int fd)
 int pfd_dup(int oldfd, int newfd)
 {
 	struct pfd *o = pfd_get(oldfd), *n = pfd_get(newfd);
-	if (newfd < 0 || !n)
+	if (newfd < 0 || !n || ((n->kind || (o && o->kind)) && pl_vfork_child()))
 		return newfd;
 	pfd_set(n, o ? o : &(struct pfd){0});
 	if (n->kind >= FD_RS)

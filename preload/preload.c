@@ -51,8 +51,7 @@ __attribute__((constructor)) static void preload_init(void)
 __attribute__((destructor)) static void preload_fini(void)
 {
 	/* a process that exits closes its sockets as the kernel does, once it
-	 * is gone: its other threads may still use them until then; what
-	 * its streams on them hold goes first */
+	 * is gone (the hub, proc.c): its other threads may still use them
+	 * until then; what its streams on them hold goes first */
 	std_flush();
-	vs_exiting(1);
 }

@@ -128,6 +128,14 @@ static inline struct pfd *rs_of(int fd)
 	return __builtin_expect(p->pending, 0) && rs_settle(fd, p) ? NULL : p;
 }
 
+/* A vfork child (a child that shares this memory: cl.pid is its
+ * parent's): the table and the references are its parent's, so until it
+ * execs (exec.c, spawn mode) its descriptor calls are the kernel's alone. */
+static inline int pl_vfork_child(void)
+{
+	return cl.pid && getpid() != cl.pid;
+}
+
 /* io.c: a write to a listener (EPIPE, SIGPIPE unless MSG_NOSIGNAL) */
 PL_HIDDEN ssize_t rs_send_listener(int flags);
 

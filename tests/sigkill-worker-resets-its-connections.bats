@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # SIGKILL of one of 4 pre-forked echo workers in the middle of long
-# transfers: exactly the connections that worker held are reset (the
-# clients see ECONNRESET), every other connection completes with every byte
-# verified, and the server's hub forgets the dead process and its sockets.
+# transfers: exactly the connections that worker held end (the clients
+# see ECONNRESET where it left bytes unread, EOF where it had read them
+# all, as the kernel closes a dead process's sockets; echo-client -r counts
+# both), every other connection completes with every byte verified, and the server's hub forgets the dead process and its sockets.
 # Across two nodes, and on one node (the same-node path).
 
 load lib

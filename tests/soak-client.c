@@ -1,5 +1,5 @@
 /*
- * soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE] [-R READY] [-S STOP] HOST PORT
+ * soak-client -c CONNS (-t SECS | -T MS) [-s SEED] [-m MAXSIZE] [-R READY] [-S STOP] [-E] HOST PORT
  *
  * Keeps CONNS connections to an echo server busy for SECS seconds (or MS
  * milliseconds), one thread each.  A connection sends one message of random size (1..MAXSIZE,
@@ -15,15 +15,18 @@
  * Anything else ends the run with exit 1 and one line saying which
  * connection: a byte that differs (corrupt), EOF before the whole echo
  * (lost: the connection ended without a reset), an extra byte, or any
- * other error.  With -R, the file READY is created once all CONNS
+ * other error.  With -E (the server's workers are killed) an EOF before
+ * the whole echo is a reset too, counted apart as well (eofs): the kernel
+ * closes a dead process's socket with FIN when it left nothing unread
+ * (the worker had read the message and not yet echoed it all).  With -R, the file READY is created once all CONNS
  * connections are up for the first time; with -S, the time is up as soon
  * as the file STOP exists too (a test that ends the run once it has done
  * what it wanted in the middle of it).
  *
  * Prints at the end:
- *   soak-client PID: conns=N opened=O resets=R bytes=B msgs=M corrupt=0 lost=0 errors=0
- * where O counts every connection made (CONNS plus reconnections) and B
- * the bytes echoed and verified.
+ *   soak-client PID: conns=N opened=O resets=R bytes=B msgs=M corrupt=0 lost=0 errors=0 eofs=E
+ * where O counts every connection made (CONNS plus reconnections), B
+ * the bytes echoed and verified, and E the resets that were an EOF (-E).
  */
 #include "helpers.h"
 
@@ -41,7 +44,8 @@ static double secs;
 static uint64_t maxsize = 64 << 10, base_seed = 1;
 static struct sockaddr_in dst;
 static struct timespec t0;
-static _Atomic uint64_t opened, resets, bytes, msgs, corrupt, lost, errors;
+static _Atomic uint64_t opened, resets, bytes, msgs, corrupt, lost, errors, eofs;
+static int eof_is_reset; /* -E */
 static _Atomic int up;
 static const char *ready, *stop;
 
@@ -145,6 +149,12 @@ static int echo_loop(int fd, int idx, uint64_t seed, uint64_t *rng, uint8_t *buf
 			break;
 		}
 		atomic_fetch_add(&bytes, (uint64_t)n);
+		if ((size_t)n != size && eof_is_reset) {
+			atomic_fetch_add(&resets, 1);
+			atomic_fetch_add(&eofs, 1);
+			again = 1;
+			break;
+		}
 		if ((size_t)n != size) {
 			fail(&lost, "connection %d: lost: EOF after %zd of %zu echoed bytes, no reset",
 			     idx, n, size);
@@ -217,7 +227,7 @@ static void *conn_thread(void *arg)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "c:t:T:s:m:R:S:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:T:s:m:R:S:E")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 't': secs = atof(optarg); break;
@@ -226,6 +236,7 @@ int main(int argc, char **argv)
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'R': ready = optarg; break;
 		case 'S': stop = optarg; break;
+		case 'E': eof_is_reset = 1; break;
 		default: goto usage;
 		}
 	}
@@ -249,10 +260,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nconns; i++)
 		pthread_join(t[i], NULL);
 	printf("soak-client %d: conns=%d opened=%llu resets=%llu bytes=%llu msgs=%llu corrupt=%llu lost=%llu "
-	       "errors=%llu\n",
+	       "errors=%llu eofs=%llu\n",
 	       getpid(), nconns, (unsigned long long)opened, (unsigned long long)resets,
 	       (unsigned long long)bytes, (unsigned long long)msgs, (unsigned long long)corrupt,
-	       (unsigned long long)lost, (unsigned long long)errors);
+	       (unsigned long long)lost, (unsigned long long)errors, (unsigned long long)eofs);
 	fflush(stdout);
 	return corrupt || lost || errors ? 1 : 0;
 usage:

@@ -9,7 +9,9 @@
 # holding its share of the connections, sending messages of random size and
 # checking every echoed byte, reconnecting after a reset.  Every SOAK_KILL_MS
 # or so (at random) one worker is killed with SIGKILL; the connections it
-# held are reset and their clients connect again.  The hubs' VmRSS is
+# held are reset (or end, with EOF, where it had read everything: the
+# kernel's FIN for a dead process's socket; soak-client -E counts those as
+# resets) and their clients connect again.  The hubs' VmRSS is
 # sampled after the warm-up (every connection up, then a fifth of the run)
 # and at the end of the traffic.
 #
@@ -126,7 +128,7 @@ for ((i = 0; i < CLIENTS; i++)); do
 	n=$((left / (CLIENTS - i)))
 	left=$((left - n))
 	rs_bg client$i "$NS_B" --rshare "$RS_BIN/soak-client" -c $n -t "$SECS" -m "$MAXSIZE" \
-		-s $((SEED * 1000 + i)) -R "$RS_TMP/up.$i" $ADDR_A $PORT
+		-s $((SEED * 1000 + i)) -E -R "$RS_TMP/up.$i" $ADDR_A $PORT
 	cpids+=("$RS_LASTPID")
 done
 

@@ -2,7 +2,9 @@
 # 200 times: a batch of client connections from node B to a pre-forked echo
 # server on node A (respawn-server: its master forks a new worker whenever
 # one dies), and SIGKILL of one worker in the middle of their transfers.
-# Every batch connection either verifies every byte or is reset; a few
+# Every batch connection either verifies every byte or is reset (or ends
+# with EOF where the worker had read everything, as the kernel closes a
+# dead process's socket); a few
 # long-lived connections served by workers never killed stay intact and echo
 # in rounds before, during and after the kills; and once the last batch is
 # gone both hubs show exactly what they showed before the first kill: the
@@ -103,7 +105,7 @@ workers_whole() {
 		# machine
 		mark=$(wc -l <"$RS_TMP/server.out")
 		RS_BG_TIMEOUT=30 rs_bg c$i "$NS_B" --rshare nice -n 10 "$RS_BIN/soak-client" -c 4 -T 20000 -m 4096 -s $((1000 + i)) \
-			-R "$RS_TMP/up$i" -S "$RS_TMP/stop$i" $ADDR_A $port
+			-E -R "$RS_TMP/up$i" -S "$RS_TMP/stop$i" $ADDR_A $port
 		pid=$RS_LASTPID
 		for n in $(seq 500); do
 			[[ -e $RS_TMP/up$i ]] && break

@@ -134,7 +134,6 @@ struct proc {
 	int stat_only;
 	char *out;        /* a stat reply not yet taken (request.c) */
 	size_t out_len, out_off;
-	int exiting;      /* MSG_EXITING: its end is a close, not a death */
 	uint32_t cell;    /* its request cell in its pool's arena, + 1; 0: none (cell.c) */
 	struct pool *pool;
 	uint32_t *socks;  /* hub socket ids this process holds */

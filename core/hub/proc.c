@@ -6,9 +6,10 @@
  * and uid; request.c answers its requests), and may have a request cell
  * in its pool's arena (cell.c), given here.  A process holds references
  * to hub sockets (the ones it made, accepted, or inherited by fork); a
- * process's connection closing is its death: its references are dropped,
- * its cell is free again, and the sockets only it held are reset (or
- * closed, after MSG_EXITING).
+ * process's connection closing is its end (an exit, an _exit, a kill):
+ * its references are dropped, its cell is free again, and the sockets only
+ * it held close as the kernel closes a dead process's: as by close(), a
+ * RESET only for unread data or under SO_LINGER 0 (which its slot keeps).
  */
 #include "hub.h"
 
@@ -94,6 +95,12 @@ int proc_drop(struct proc *pr, uint32_t sid)
 	return 1;
 }
 
+/* The program set SO_LINGER on with a zero time: its close resets */
+static int linger0(const struct hsock *s)
+{
+	return s->as && s->as->opts.linger[0] && !s->as->opts.linger[1];
+}
+
 void proc_free(struct hub *h, struct proc *pr)
 {
 	if (h->req_pr == pr)
@@ -111,7 +118,7 @@ void proc_free(struct hub *h, struct proc *pr)
 	for (uint32_t i = 0; i < pr->nsocks; i++) {
 		struct hsock *s = h->socks[pr->socks[i]];
 		if (s && s->nholders && --s->nholders == 0)
-			hsock_release(h, s, !pr->exiting);
+			hsock_release(h, s, linger0(s));
 	}
 	if (pr->pool && pr->cell)
 		pr->pool->cell_proc[pr->cell - 1] = NULL;

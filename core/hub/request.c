@@ -155,13 +155,6 @@ static void req_child(struct hub *h, struct proc *pr, const struct msg_req *q, s
 		pr->pid = q->pid;
 }
 
-static void req_exiting(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
-{
-	(void)h;
-	(void)r;
-	pr->exiting = q->arg == 1;
-}
-
 /* the same process, after exec: it maps the pool again */
 static void req_execed(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
@@ -460,7 +453,6 @@ static const struct {
 	[MSG_PORTCHECK] = {1, 0, req_portcheck},
 	[MSG_POLLFD] = {0, 0, req_pollfd},
 	[MSG_EXECED] = {0, 0, req_execed},
-	[MSG_EXITING] = {0, 0, req_exiting},
 	[MSG_PAIRFD] = {0, 0, req_pairfd},
 	[MSG_TXGROW] = {0, 1, req_txgrow},
 	[MSG_PASS] = {0, 0, req_pass},

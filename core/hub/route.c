@@ -33,8 +33,11 @@ static void on_fin(struct hub *h, struct hsock *s)
 {
 	s->rx_fin = 1;
 	if (s->state == HS_LINGER) {
-		if (!s->reset_sent)
-			hsock_free(h, s); /* else its answer to our RESET is coming */
+		/* the peer writes no more (its FIN follows its last write):
+		 * the ring may go, even where our RESET is not answered yet
+		 * (a peer that had both FINs freed its side, and a RESET for
+		 * a socket it does not know is dropped, never answered) */
+		hsock_free(h, s);
 		return;
 	}
 	/* the reader takes FIN for the end of the bytes it sees: while a

@@ -152,10 +152,6 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_take_error(uint32_t slot);
-/* 1: this process is exiting (or about to exec): when it is gone, its
- * sockets close as close() closes them (FIN), not as on a death (RESET);
- * 0: it is not after all */
-void vs_exiting(int yes);
 int vs_nread(uint32_t slot);
 int vs_nunsent(uint32_t slot);            /* bytes in the send ring (SIOCOUTQ) */
 int vs_nroom(uint32_t slot);              /* free bytes of the send ring */

@@ -218,16 +218,6 @@ uint32_t vs_nrefs(uint32_t slot)
 	return slot < CL_SLOTS ? atomic_load(&vs_proc_refs[slot]) : 0;
 }
 
-void vs_exiting(int yes)
-{
-	struct msg_rep r;
-	for (uint32_t k = 0; k < CL_POOLS && cl.attached > 0 && !cl_hub_dead(); k++) {
-		struct msg_req q = {.op = MSG_EXITING, .arg = yes};
-		if (cl.p[k].arena)
-			cl_rpc_pool(k, &q, &r, -1, NULL, 0);
-	}
-}
-
 int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uint32_t txsize, int kfd,
 	      int *evfd, uint32_t *slot, uint32_t *gen)
 {

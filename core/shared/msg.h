@@ -48,9 +48,6 @@ enum msg_op {
 	MSG_EXECED,     /* first message of a program after exec, on a connection
 			   made by MSG_FORK before it: its pid; the reply is
 			   HELLO's (the pool's arena memfd and eventfd) */
-	MSG_EXITING,    /* arg 1: the process is exiting or about to exec: when its
-			   connection ends, its sockets close as by close(), not
-			   as by a death; arg 0: not after all */
 	MSG_PAIRFD,     /* slot: a same-node connection; the reply carries the
 			   memfd of its pair segment (pair.h), pool_id = the
 			   segment's id, arena_bytes = its size */

@@ -158,7 +158,7 @@ master=$(sed -n 's/^master //p' "$T/rsrv.out")
 stat_of hubA >"$T/k0.json"
 kills=0 kresets=0 kconns=0 kbytes=0 kbad=0
 for ((i = 1; i <= KILLS; i++)); do
-	on hubB "$B/tests/soak-client" -c 4 -T 1200 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
+	on hubB "$B/tests/soak-client" -E -c 4 -T 1200 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
 		>"$T/kc.out" 2>"$T/kc.err" &
 	kc=$!
 	sleep 0.6
