@@ -48,6 +48,10 @@ enum msg_op {
 	MSG_EXECED,     /* first message of a program after exec, on a connection
 			   made by MSG_FORK before it: its pid; the reply is
 			   HELLO's (the pool's arena memfd and eventfd) */
+	MSG_EXITING,    /* not sent any more (a process's end closes its sockets
+			   as close() does, proc.c); its number stays taken for
+			   processes whose library is older than their hub,
+			   which the hub answers -EINVAL */
 	MSG_PAIRFD,     /* slot: a same-node connection; the reply carries the
 			   memfd of its pair segment (pair.h), pool_id = the
 			   segment's id, arena_bytes = its size */
