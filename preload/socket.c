@@ -238,8 +238,15 @@ int shutdown(int fd, int how)
 	struct pfd *p = rs_of(fd);
 	if (!p)
 		return R(shutdown)(fd, how);
-	if (p->kind == FD_LISTEN)
-		return R(shutdown)(fd, how);
+	if (p->kind == FD_LISTEN) {
+		/* as the kernel: SHUT_RD or SHUT_RDWR closes a listener (its
+		 * accept fails, EINVAL, and connections are refused), SHUT_WR
+		 * does nothing to it */
+		int r = R(shutdown)(fd, how);
+		if (r == 0 && how != SHUT_WR)
+			vs_listen_stop(p->slot, p->gen);
+		return r;
+	}
 	return (int)ret_err(vs_shutdown(p->slot, p->gen, how));
 }
 

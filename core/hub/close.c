@@ -16,7 +16,11 @@
 #include "log.h"
 #include "tag.h"
 
-static void release_listener(struct hub *h, struct hsock *s)
+/* A listener stops: as the kernel's, it resets the connections it queued
+ * and refuses the ones that wait for room, and new ones find no listener
+ * (released, or shut down: shutdown(2) with SHUT_RD or SHUT_RDWR, after
+ * which the program's socket stays, and its accept fails, EINVAL) */
+void hsock_listener_stop(struct hub *h, struct hsock *s)
 {
 	for (uint32_t i = 0; i < s->qlen; i++) {
 		struct hsock *q = h->socks[s->q[i]];
@@ -37,7 +41,12 @@ static void release_listener(struct hub *h, struct hsock *s)
 			link_send_ctl(s->pend[i].link, &r, 0);
 	}
 	s->npend = 0;
-	hsock_free(h, s);
+	hub_listener_forget(h, s);
+	s->state = HS_CLOSED;
+	if (s->as) {
+		atomic_store(&s->as->acceptq, 0);
+		atomic_store(&s->as->state, SLOT_CLOSED);
+	}
 }
 
 static void release_established(struct hub *h, struct hsock *s, int abort)
@@ -102,7 +111,8 @@ void hsock_release(struct hub *h, struct hsock *s, int abort)
 {
 	switch (s->state) {
 	case HS_LISTENING:
-		release_listener(h, s);
+		hsock_listener_stop(h, s);
+		hsock_free(h, s);
 		return;
 	case HS_ESTABLISHED:
 		release_established(h, s, abort);

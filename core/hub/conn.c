@@ -248,17 +248,41 @@ struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool
 	return NULL;
 }
 
+/* How well listener ls's address matches dst: 2 the same address, 1 any
+ * address, 0 not at all (the kernel's score) */
+static int listener_score(const struct hsock *ls, const union sockaddr_any *dst)
+{
+	union sockaddr_any la = ls->local;
+	wire_addr_unmap(&la);
+	return addr_same_ip(&la, dst) ? 2 : addr_is_any(&la) ? 1 : 0;
+}
+
+/* The listener that a CONNECT to c's address and port reaches: one bound
+ * to that address before one bound to any, as the kernel scores them;
+ * among several alike (SO_REUSEPORT: a group of processes or threads that
+ * each listen), the one that the connection's source address and port
+ * pick, as the kernel spreads a reuseport group by a hash of them. */
 static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 {
 	union sockaddr_any dst;
+	uint64_t key = c->src_port;
+	uint32_t n = 0, k;
+	int best = 0;
 	wire_addr_get(&dst, c->family, c->addr_a, c->port);
 	for (uint32_t sid = h->lis_port[c->port]; sid; sid = h->socks[sid]->lis_next_port) {
-		struct hsock *ls = h->socks[sid];
-		union sockaddr_any la = ls->local;
-		wire_addr_unmap(&la);
-		if (addr_is_any(&la) || addr_same_ip(&la, &dst))
-			return ls;
+		int sc = listener_score(h->socks[sid], &dst);
+		if (sc > best)
+			best = sc, n = 0;
+		n += sc == best && sc > 0;
 	}
+	if (!n)
+		return NULL;
+	for (int i = 0; i < 16; i++)
+		key = key * 131 + c->addr_b[i];
+	k = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) % n;
+	for (uint32_t sid = h->lis_port[c->port]; sid; sid = h->socks[sid]->lis_next_port)
+		if (listener_score(h->socks[sid], &dst) == best && k-- == 0)
+			return h->socks[sid];
 	return NULL;
 }
 

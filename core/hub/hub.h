@@ -696,6 +696,7 @@ void hsock_on_refuse(struct hub *h, struct hsock *s);
 void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 /* close.c */
 void hsock_release(struct hub *h, struct hsock *s, int abort);
+void hsock_listener_stop(struct hub *h, struct hsock *s); /* close.c: it listens no more */
 /* data.c */
 void hsock_tx(struct hub *h, struct hsock *s);
 void hsock_credit(struct hub *h, struct hsock *s);

@@ -229,8 +229,12 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	struct hsock *ls = hsock_get(h, pr->pool, q->slot, q->gen), *s;
-	if (!ls || !proc_holds(pr, ls->sid) || ls->state != HS_LISTENING) {
+	if (!ls || !proc_holds(pr, ls->sid)) {
 		r->rep.status = -EBADF;
+		return;
+	}
+	if (ls->state != HS_LISTENING) {
+		r->rep.status = -EINVAL; /* as the kernel's accept on a socket that does not listen */
 		return;
 	}
 	r->rep.status = hsock_accept(h, ls, &s);
@@ -390,6 +394,10 @@ static void req_shutdown(struct hub *h, struct proc *pr, const struct msg_req *q
 	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
 	if (!s || !proc_holds(pr, s->sid)) {
 		r->rep.status = -EBADF;
+		return;
+	}
+	if (s->state == HS_LISTENING) {
+		hsock_listener_stop(h, s); /* the process sent it for SHUT_RD and SHUT_RDWR */
 		return;
 	}
 	if (s->state != HS_ESTABLISHED) {

@@ -151,6 +151,7 @@ int vs_unref_abort(uint32_t slot, uint32_t gen);
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 int vs_shutdown(uint32_t slot, uint32_t gen, int how);
+int vs_listen_stop(uint32_t slot, uint32_t gen); /* shutdown(2) of a listener */
 int vs_take_error(uint32_t slot);
 int vs_nread(uint32_t slot);
 int vs_nunsent(uint32_t slot);            /* bytes in the send ring (SIOCOUTQ) */

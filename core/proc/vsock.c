@@ -383,6 +383,16 @@ int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen)
 	return 0;
 }
 
+/* shutdown(2) of a listener with SHUT_RD or SHUT_RDWR: the hub stops it,
+ * as the kernel closes its listener */
+int vs_listen_stop(uint32_t slot, uint32_t gen)
+{
+	struct msg_req q = {.op = MSG_SHUTDOWN, .slot = slot, .gen = gen, .arg = SHUT_RDWR};
+	struct msg_rep r;
+	int ret = cl_rpc(&q, &r, -1);
+	return ret < 0 ? ret : r.status;
+}
+
 int vs_shutdown(uint32_t slot, uint32_t gen, int how)
 {
 	struct msg_req q = {.op = MSG_SHUTDOWN, .slot = slot, .gen = gen, .arg = how};
