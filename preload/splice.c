@@ -38,25 +38,6 @@ static int is_pipe(int fd)
 	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
-#define FMODE_R 1 /* flags_of: open for reading */
-#define FMODE_W 2 /* open for writing */
-
-/* fd's file status flags, with FMODE_R and FMODE_W for its access mode */
-static int flags_of(int fd)
-{
-	int fl = fcntl(fd, F_GETFL), acc;
-	if (fl < 0)
-		return 0;
-	acc = fl & O_ACCMODE;
-	return (fl & ~O_ACCMODE & ~(FMODE_R | FMODE_W)) | (acc != O_WRONLY ? FMODE_R : 0) |
-	       (acc != O_RDONLY ? FMODE_W : 0);
-}
-
-static int nonblocking(int fd)
-{
-	return (flags_of(fd) & O_NONBLOCK) != 0;
-}
-
 /* Until fd has EV (a pipe end): 1, 0 for nonblocking and not yet, -1 */
 static int pipe_wait(int fd, short ev, int nb, short *got)
 {
@@ -100,7 +81,8 @@ static ssize_t from_conn(int in, struct pfd *p, int out, size_t len, int nb, cha
 	return w;
 }
 
-static ssize_t to_conn(int in, int out, struct pfd *p, size_t len, unsigned int flags, int nb, char *piece)
+static ssize_t to_conn(int in, int out, struct pfd *p, size_t len, unsigned int flags, int nb, int out_nb,
+		       char *piece)
 {
 	int avail = 0, r;
 	ssize_t n, room, sent;
@@ -113,7 +95,7 @@ static ssize_t to_conn(int in, int out, struct pfd *p, size_t len, unsigned int 
 	}
 	if (ioctl(in, FIONREAD, &avail) < 0 || avail <= 0)
 		return 0; /* no bytes, and no writer (POLLHUP) */
-	room = nonblocking(out) ? vs_nroom(p->slot) : SPLICE_PIECE;
+	room = out_nb ? vs_nroom(p->slot) : SPLICE_PIECE;
 	if (room <= 0) {
 		errno = EAGAIN;
 		return -1;
@@ -139,7 +121,7 @@ static ssize_t to_conn(int in, int out, struct pfd *p, size_t len, unsigned int 
 ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int flags)
 {
 	struct pfd *pi = rs_of(in), *po = rs_of(out);
-	int nb, e;
+	int nb, e, fi, fo;
 	char *piece;
 	ssize_t r;
 	if (!pi && !po)
@@ -148,7 +130,9 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, uns
 		errno = EINVAL; /* neither end a pipe */
 		return -1;
 	}
-	if (!(flags_of(in) & FMODE_R) || !(flags_of(out) & FMODE_W)) {
+	fi = fcntl(in, F_GETFL); /* status flags and access modes */
+	fo = fcntl(out, F_GETFL);
+	if (fi < 0 || fo < 0 || (fi & O_ACCMODE) == O_WRONLY || (fo & O_ACCMODE) == O_RDONLY) {
 		errno = EBADF; /* a pipe's end the wrong way round */
 		return -1;
 	}
@@ -168,7 +152,7 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, uns
 		errno = ENOTCONN;
 		return -1;
 	}
-	nb = (flags & SPLICE_F_NONBLOCK) || nonblocking(in) || nonblocking(out); /* for the pipe */
+	nb = (flags & SPLICE_F_NONBLOCK) || ((fi | fo) & O_NONBLOCK); /* for the pipe */
 	if (!(piece = malloc(SPLICE_PIECE))) {
 		errno = ENOMEM;
 		return -1;
@@ -176,7 +160,7 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, uns
 	if (pi)
 		r = from_conn(in, pi, out, len < SPLICE_PIECE ? len : SPLICE_PIECE, nb, piece);
 	else
-		r = to_conn(in, out, po, len, flags, nb, piece);
+		r = to_conn(in, out, po, len, flags, nb, (fo & O_NONBLOCK) != 0, piece);
 	e = errno;
 	free(piece);
 	errno = e;

@@ -18,6 +18,8 @@
  * and an empty one (EAGAIN), and EOF.  Only what the kernel decides alike
  * every time is printed (how much one call moved is not).
  */
+#include "helpers.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,12 +33,7 @@
 #include <unistd.h>
 
 #define ECHO_BYTES (4u << 20)
-
-static void die(const char *what)
-{
-	fprintf(stderr, "splice-calls: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
+#define ECHO_SEED 7 /* the echoed stream's bytes: t_stream_byte */
 
 static const char *ename(int e)
 {
@@ -60,28 +57,23 @@ static void say(const char *step, ssize_t r)
 		printf("server %s ok %zd\n", step, r);
 }
 
-static unsigned char pattern(size_t i)
-{
-	return (unsigned char)(i * 7 + i / 4093);
-}
-
 static void echo_through_pipe(int c)
 {
 	int p[2];
 	size_t total = 0;
 	if (pipe(p) < 0)
-		die("pipe");
+		t_die("splice-calls: pipe: %s", strerror(errno));
 	for (;;) {
 		ssize_t n = splice(c, NULL, p[1], NULL, 1u << 20, SPLICE_F_MOVE), left;
 		if (n < 0)
-			die("splice in");
+			t_die("splice-calls: splice in: %s", strerror(errno));
 		if (n == 0)
 			break;
 		total += (size_t)n;
 		for (left = n; left > 0;) {
 			ssize_t m = splice(p[0], NULL, c, NULL, (size_t)left, SPLICE_F_MORE);
 			if (m <= 0)
-				die("splice out");
+				t_die("splice-calls: splice out: %s", strerror(errno));
 			left -= m;
 		}
 	}
@@ -119,7 +111,7 @@ static void calls(int c, int l)
 	size_t got = 0;
 	ssize_t n;
 	if (pipe(p) < 0 || pipe(q) < 0 || pipe(e) < 0)
-		die("pipe");
+		t_die("splice-calls: pipe: %s", strerror(errno));
 	fcntl(c, F_SETFL, O_NONBLOCK);
 	say("nonblocking-nothing-to-read", splice(c, NULL, p[1], NULL, 100, 0));
 	fcntl(c, F_SETFL, 0);
@@ -136,7 +128,7 @@ static void calls(int c, int l)
 	drain(p[0]);
 	say("length-0", splice(c, NULL, p[1], NULL, 0, 0));
 	if (send(c, &g, 1, 0) != 1) /* the client sends its 100 bytes */
-		die("send");
+		t_die("splice-calls: send: %s", strerror(errno));
 	fill(p[1]);
 	say("full-pipe-nonblocking", splice(c, NULL, p[1], NULL, 100, SPLICE_F_NONBLOCK));
 	drain(p[0]);
@@ -160,7 +152,7 @@ static void calls(int c, int l)
 	say("pipe-without-writer", splice(p[0], NULL, c, NULL, 100, 0));
 	say("empty-pipe-nonblocking", splice(e[0], NULL, c, NULL, 100, SPLICE_F_NONBLOCK));
 	if (pipe(p) < 0)
-		die("pipe");
+		t_die("splice-calls: pipe: %s", strerror(errno));
 	say("eof", splice(c, NULL, p[1], NULL, 100, 0));
 	close(c);
 }
@@ -172,14 +164,14 @@ static int server(int port)
 	signal(SIGPIPE, SIG_IGN);
 	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0)
-		die("listen");
+		t_die("splice-calls: listen: %s", strerror(errno));
 	printf("ready\n");
 	fflush(stdout);
 	if ((c = accept(l, NULL, NULL)) < 0)
-		die("accept");
+		t_die("splice-calls: accept: %s", strerror(errno));
 	echo_through_pipe(c);
 	if ((c = accept(l, NULL, NULL)) < 0)
-		die("accept");
+		t_die("splice-calls: accept: %s", strerror(errno));
 	calls(c, l);
 	return 0;
 }
@@ -190,12 +182,10 @@ static void *writer(void *arg)
 	static unsigned char b[65536];
 	for (size_t at = 0; at < ECHO_BYTES;) {
 		size_t n = ECHO_BYTES - at < sizeof(b) ? ECHO_BYTES - at : sizeof(b);
-		for (size_t i = 0; i < n; i++)
-			b[i] = pattern(at + i);
-		ssize_t w = write(c, b, n);
-		if (w <= 0)
-			die("write");
-		at += (size_t)w;
+		t_stream_fill(ECHO_SEED, at, b, n);
+		if (t_write_full(c, b, n) < 0)
+			t_die("splice-calls: write: %s", strerror(errno));
+		at += n;
 	}
 	shutdown(c, SHUT_WR);
 	return NULL;
@@ -206,7 +196,7 @@ static int dial(const char *host, int port)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	int c = socket(AF_INET, SOCK_STREAM, 0);
 	if (inet_pton(AF_INET, host, &a.sin_addr) != 1 || c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
-		die("connect");
+		t_die("splice-calls: connect: %s", strerror(errno));
 	return c;
 }
 
@@ -215,24 +205,23 @@ static int client(const char *host, int port)
 	int c = dial(host, port);
 	pthread_t t;
 	static unsigned char b[65536];
-	size_t got = 0, bad = 0;
+	size_t got = 0, bad = 0; /* reads with a wrong byte */
 	char g, h[6] = {0};
 	ssize_t n;
 	pthread_create(&t, NULL, writer, &c);
 	while ((n = read(c, b, sizeof(b))) > 0) {
-		for (ssize_t i = 0; i < n; i++)
-			bad += b[i] != pattern(got + (size_t)i);
+		bad += t_stream_check(ECHO_SEED, got, b, (size_t)n) >= 0;
 		got += (size_t)n;
 	}
 	pthread_join(t, NULL);
-	printf("client echo %zu bytes, %zu wrong, then %s\n", got, bad, n == 0 ? "EOF" : ename(errno));
+	printf("client echo %zu bytes, %zu reads wrong, then %s\n", got, bad, n == 0 ? "EOF" : ename(errno));
 	close(c);
 	c = dial(host, port);
 	if (read(c, &g, 1) != 1)
-		die("read");
+		t_die("splice-calls: read: %s", strerror(errno));
 	for (int i = 0; i < 10; i++)
 		if (write(c, "0123456789", 10) != 10)
-			die("write");
+			t_die("splice-calls: write: %s", strerror(errno));
 	for (size_t at = 0; at < 5 && (n = read(c, h + at, 5 - at)) > 0;)
 		at += (size_t)n;
 	printf("client through a pipe: %s\n", h);
