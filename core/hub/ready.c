@@ -20,7 +20,10 @@
  *             0 (rx_sig goes 0 -> 1); the process reads the bytes out of P
  *             when it finds the ring empty (rx_sig 1 -> 0) and, should the
  *             ring have filled in between, rings SLOTOP_POLL to be told
- *             again.  End of stream: shutdown(H, SHUT_WR), so P reads
+ *             again.  Readable means SO_RCVLOWAT bytes or more
+ *             (slot_rcvlowat), so arrivals below the mark write nothing;
+ *             on one node the hub then asks to hear of the next one
+ *             (rx_want).  End of stream: shutdown(H, SHUT_WR), so P reads
  *             POLLIN|POLLRDHUP for good.
  *   writable  P is writable unless a process that found the send ring full
  *             filled P's small send buffer (tx_blk 0 -> 1); the hub drains H
@@ -126,7 +129,7 @@ void hpoll_reflect(struct hsock *s)
 {
 	struct arena_slot *as = s->as;
 	uint32_t flags;
-	uint64_t rx_head, rx_tail;
+	uint64_t rx_head, rx_tail, lowat;
 	int closed, readable, hfd;
 	if (!as || !(s->poll_ends & 2) || s->poll_hup)
 		return;
@@ -146,13 +149,20 @@ void hpoll_reflect(struct hsock *s)
 		s->poll_hup = 1;
 		return;
 	}
+	lowat = slot_rcvlowat(as, __atomic_load_n(&as->rx.size, __ATOMIC_RELAXED));
+again:
 	flags = atomic_load(&as->flags);
 	closed = s->state == HS_CLOSED || atomic_load(&as->state) == SLOT_CLOSED;
 	/* the process's counters are hints here, nothing is indexed by them */
 	rx_tail = ring_load(&hsock_ring(s, 0)->tail);
 	rx_head = ring_load(&hsock_ring(s, 0)->head);
-	readable = rx_tail > rx_head || (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
-	if ((readable && !atomic_exchange(&as->rx_sig, 1)) || rx_tail != s->poll_rx_tail) {
+	readable = (rx_tail > rx_head && rx_tail - rx_head >= lowat) ||
+		   (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
+	if (!readable && rx_tail > rx_head && s->lp && !atomic_exchange(&hpair_dir(s, 0)->rx_want, 1) &&
+	    ring_load(&hsock_ring(s, 0)->tail) != rx_tail)
+		goto again; /* below the mark: the next arrival rings (one came meanwhile: look again) */
+	if ((readable && !atomic_exchange(&as->rx_sig, 1)) ||
+	    (rx_tail != s->poll_rx_tail && (readable || lowat == 1))) {
 		atomic_store(&as->rx_sig, 1);
 		s->poll_rx_tail = rx_tail;
 		if (write(hfd, "r", 1) < 0) {

@@ -470,10 +470,17 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	struct xfer x;
 	struct arena_slot *as;
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	uint64_t target;
+	int32_t lowat;
 	xfer_init(&x, slot, iov, iovcnt, flags, 0);
 	as = x.as;
 	if (x.want == 0)
 		return 0;
+	/* as tcp_recvmsg: a blocking read goes on until it has the length
+	 * (MSG_WAITALL) or SO_RCVLOWAT bytes, whichever is less; a peek takes
+	 * what is there */
+	lowat = __atomic_load_n(&as->opts.ival[SLOT_OPTI_RCVLOWAT], __ATOMIC_RELAXED);
+	target = waitall ? x.want : peek || lowat <= 1 ? 1 : (uint64_t)lowat < x.want ? (uint64_t)lowat : x.want;
 	vs_lock(&as->rx_lock, &as->rx_in);
 	for (;;) {
 		uint32_t seq = atomic_load(&as->rx_seq);
@@ -502,7 +509,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 			if (!peek)
 				recv_consumed(&x, tail, pos);
 			vs_ring_leave(&as->rx_in);
-			if (!waitall || x.total == x.want)
+			if (x.total >= target)
 				break;
 			continue;
 		}
@@ -512,7 +519,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	}
 	if (vs_poll_fds[slot] && !peek && atomic_load(&as->rx_sig) && vring_of(slot, as, 0, &x.v) == 0) {
 		uint64_t head = atomic_load_explicit(&x.v.c->head, memory_order_relaxed);
-		if (vring_tail(&x.v, head) == head)
+		if (vring_tail(&x.v, head) - head < slot_rcvlowat(as, x.v.size))
 			vs_rx_settle(slot, as);
 	}
 	pthread_mutex_unlock(&as->rx_lock);

@@ -162,7 +162,7 @@ unsigned vs_poll_mask(uint32_t slot)
 {
 	struct arena_slot *as = cl_slot(slot);
 	uint32_t fl = atomic_load(&as->flags), st = atomic_load(&as->state);
-	uint64_t avail = 0;
+	uint64_t avail = 0, lowat = 1;
 	unsigned m = 0;
 	struct vring v;
 	if (cl_hub_dead() || st == SLOT_CLOSED)
@@ -176,12 +176,14 @@ unsigned vs_poll_mask(uint32_t slot)
 		return POLLOUT | POLLHUP; /* as the kernel for a socket that is not connected */
 	if (vring_of(slot, as, 0, &v) == 0) {
 		avail = vring_used(&v);
+		lowat = slot_rcvlowat(as, v.size);
 		/* same node: whoever polls has seen this; the next arrival must
 		 * reach the hub, which marks the readiness descriptor again */
 		if (avail && v.d && !atomic_load_explicit(&v.d->rx_want, memory_order_relaxed))
 			atomic_store(&v.d->rx_want, 1);
 	}
-	if (avail || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
+	/* readable from SO_RCVLOWAT bytes on, or at the end of the stream */
+	if (avail >= lowat || (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
 		m |= POLLIN | POLLRDNORM;
 	if (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT))
 		m |= POLLRDHUP;
@@ -209,8 +211,9 @@ static ssize_t rd_fill(int fd, const void *b, size_t n)
 	return cl.sandboxed ? sys_write(fd, b, n) : sys_send_now(fd, b, n);
 }
 
-/* The receive ring was found empty: take the hub's byte out of the
- * readiness descriptor, and ask for it again if data came meanwhile. */
+/* The receive ring was found empty (or holding less than SO_RCVLOWAT):
+ * take the hub's byte out of the readiness descriptor, and ask for it
+ * again if data came meanwhile. */
 void vs_rx_settle(uint32_t slot, struct arena_slot *as)
 {
 	char b[64];

@@ -91,6 +91,7 @@ enum slot_state {
 #define SLOT_OPTI_KEEPINTVL 5      /* TCP_KEEPINTVL, seconds */
 #define SLOT_OPTI_KEEPCNT 6        /* TCP_KEEPCNT */
 #define SLOT_OPTI_USER_TIMEOUT 7   /* TCP_USER_TIMEOUT, ms */
+#define SLOT_OPTI_RCVLOWAT 3       /* SO_RCVLOWAT, bytes */
 struct slot_opts {
 	_Atomic uint32_t set;      /* bit per option of the table: the program set it */
 	_Atomic uint32_t bools;    /* the values of the on/off ones */
@@ -151,6 +152,19 @@ struct arena_slot {
 	 * tail (core/proc/vsock_int.h: vring_tail) */
 	_Atomic uint64_t rx_placed __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
+
+/* The bytes a receive ring of SIZE holds before it reads as readable:
+ * SO_RCVLOWAT (1 unless set), but at most seven eighths of the ring, which
+ * is readable whatever the mark, as a kernel socket whose receive memory
+ * is that full.  The process writes the mark; the hub only bounds it. */
+static inline uint64_t slot_rcvlowat(const struct arena_slot *as, uint64_t size)
+{
+	int32_t v = __atomic_load_n(&as->opts.ival[SLOT_OPTI_RCVLOWAT], __ATOMIC_RELAXED);
+	uint64_t cap = size - size / 8;
+	if (v <= 1 || cap <= 1)
+		return 1;
+	return (uint64_t)v < cap ? (uint64_t)v : cap;
+}
 
 /* A placed tail: the low PLACED_POS_BITS of the position, the ring's tag
  * above them.  The tag names the connection's receiving socket and its
