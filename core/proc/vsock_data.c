@@ -159,7 +159,9 @@ static int xfer_left(const struct xfer *x, uint64_t *left)
 }
 
 /* Up to ROOM bytes between the caller's buffers and the ring at POS, into
- * the ring (send) or out of it (recv, OUT); the bytes moved. */
+ * the ring (send) or out of it (recv, OUT; with MSG_TRUNC counted and
+ * left, as tcp_recvmsg discards them, the buffers never touched); the
+ * bytes moved. */
 VS_INLINE size_t xfer_copy(struct xfer *x, uint64_t pos, uint64_t room, int out)
 {
 	size_t done = 0;
@@ -168,9 +170,10 @@ VS_INLINE size_t xfer_copy(struct xfer *x, uint64_t pos, uint64_t room, int out)
 		uint8_t *b = (uint8_t *)x->iov[x->vi].iov_base + x->voff;
 		if (n > room)
 			n = room;
-		if (out)
-			ring_copy_out(x->v.base, x->v.size, pos, b, n);
-		else
+		if (out) {
+			if (!(x->flags & MSG_TRUNC))
+				ring_copy_out(x->v.base, x->v.size, pos, b, n);
+		} else
 			ring_copy_in(x->v.base, x->v.size, pos, b, n);
 		pos += n;
 		room -= n;
@@ -472,6 +475,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
 	uint64_t target;
 	int32_t lowat;
+	if (flags & MSG_OOB)
+		return -EINVAL; /* urgent data goes inline (rshare(7)): none is ever waiting */
 	xfer_init(&x, slot, iov, iovcnt, flags, 0);
 	as = x.as;
 	if (x.want == 0)

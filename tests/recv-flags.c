@@ -1,0 +1,189 @@
+/*
+ * recv-flags - recv's MSG_TRUNC and MSG_OOB on a stream socket.
+ *
+ *   recv-flags -s PORT          the writer: prints "ready", then a child per
+ *                               connection writes what its client asks
+ *   recv-flags -c ADDR PORT     the reader: one line of what it saw per case
+ *
+ * The client asks with a line "w N": the writer writes the next N bytes of
+ * its stream (t_stream_fill, seed 7), so that every byte says where it
+ * was.  The cases:
+ *   drain  1000 bytes waiting: recv(NULL, INT_MAX, MSG_DONTWAIT |
+ *          MSG_NOSIGNAL | MSG_TRUNC), HAProxy's way to drain a connection
+ *          before it closes: the count, the buffer never touched; then
+ *          EAGAIN
+ *   part   3000 waiting: MSG_TRUNC | MSG_PEEK of 1000 (counted, left),
+ *          MSG_TRUNC of 500 (discarded), then a read of the rest: 2500,
+ *          the bytes from position 500 on
+ *   oob    recv MSG_OOB with no urgent data: EINVAL, and the 200 bytes
+ *          waiting stay for the next read
+ * Every line names outcomes, never times, and is the same on kernel TCP
+ * and on rshare (tests/recv-msg-trunc-and-msg-oob-as-on-kernel-tcp.bats).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define SEED 7
+
+static void serve(int fd)
+{
+	static uint8_t buf[65536];
+	uint64_t pos = 0;
+	char line[64];
+	size_t n = 0;
+	while (n < sizeof(line) - 1 && read(fd, line + n, 1) == 1) {
+		unsigned k;
+		if (line[n] != '\n') {
+			n++;
+			continue;
+		}
+		line[n] = 0;
+		n = 0;
+		if (sscanf(line, "w %u", &k) != 1 || k > sizeof(buf))
+			continue;
+		t_stream_fill(SEED, pos, buf, k);
+		if (t_write_full(fd, buf, k) < 0)
+			_exit(1);
+		pos += k;
+	}
+	_exit(0);
+}
+
+static int server(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
+		t_die("server: %s", strerror(errno));
+	signal(SIGCHLD, SIG_IGN);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			t_die("accept: %s", strerror(errno));
+		}
+		if (fork() == 0) {
+			close(lfd);
+			serve(fd);
+		}
+		close(fd);
+	}
+}
+
+static struct sockaddr_in peer;
+
+static int open_conn(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&peer, sizeof(peer)) < 0)
+		t_die("connect: %s", strerror(errno));
+	return fd;
+}
+
+/* the writer's next N bytes, waited for until they are all there (10 s) */
+static void want(int fd, unsigned n)
+{
+	char cmd[32];
+	int k = 0;
+	snprintf(cmd, sizeof(cmd), "w %u\n", n);
+	if (t_write_full(fd, cmd, strlen(cmd)) < 0)
+		t_die("ask: %s", strerror(errno));
+	for (int i = 0; i < 1000; i++) {
+		struct timespec ts = {0, 10000000};
+		if (ioctl(fd, FIONREAD, &k) == 0 && k >= (int)n)
+			return;
+		nanosleep(&ts, NULL);
+	}
+	t_die("%u bytes asked for, %d came", n, k);
+}
+
+static const char *ret(ssize_t r)
+{
+	static char b[32];
+	if (r < 0)
+		return errno == EAGAIN ? "EAGAIN" : errno == EINVAL ? "EINVAL" : errno == EFAULT ? "EFAULT" : strerror(errno);
+	snprintf(b, sizeof(b), "%zd", r);
+	return b;
+}
+
+static void case_drain(void)
+{
+	int fd = open_conn();
+	want(fd, 1000);
+	printf("drain: MSG_TRUNC into no buffer %s", ret(recv(fd, NULL, INT_MAX, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_TRUNC)));
+	printf(", then %s\n", ret(recv(fd, NULL, INT_MAX, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_TRUNC)));
+	close(fd);
+}
+
+static void case_part(void)
+{
+	static uint8_t buf[8192];
+	int fd = open_conn();
+	ssize_t r;
+	want(fd, 3000);
+	printf("part: MSG_TRUNC|MSG_PEEK of 1000 %s", ret(recv(fd, buf, 1000, MSG_TRUNC | MSG_PEEK)));
+	printf(", MSG_TRUNC of 500 %s", ret(recv(fd, buf, 500, MSG_TRUNC)));
+	r = recv(fd, buf, sizeof(buf), 0);
+	printf(", then read %s", ret(r));
+	if (r > 0)
+		printf(" %s\n", t_stream_check(SEED, 500, buf, (size_t)r) < 0 ? "from 500 on" : "NOT from 500 on");
+	else
+		printf("\n");
+	close(fd);
+}
+
+static void case_oob(void)
+{
+	static uint8_t buf[8192];
+	int fd = open_conn();
+	ssize_t r;
+	want(fd, 200);
+	printf("oob: MSG_OOB %s", ret(recv(fd, buf, 1, MSG_OOB)));
+	printf(", MSG_OOB|MSG_DONTWAIT %s", ret(recv(fd, buf, 1, MSG_OOB | MSG_DONTWAIT)));
+	r = recv(fd, buf, sizeof(buf), 0);
+	printf(", then read %s", ret(r));
+	if (r > 0)
+		printf(" %s\n", t_stream_check(SEED, 0, buf, (size_t)r) < 0 ? "from 0 on" : "NOT from 0 on");
+	else
+		printf("\n");
+	close(fd);
+}
+
+static int client(const char *addr, int port)
+{
+	peer.sin_family = AF_INET;
+	peer.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, addr, &peer.sin_addr) != 1)
+		t_die("bad address %s", addr);
+	case_drain();
+	case_part();
+	case_oob();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "-s"))
+		return server(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "-c"))
+		return client(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: recv-flags -s PORT | -c ADDR PORT\n");
+	return 2;
+}

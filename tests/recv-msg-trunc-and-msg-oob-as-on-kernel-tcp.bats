@@ -1,0 +1,45 @@
+#!/usr/bin/env bats
+# recv's MSG_TRUNC discards the bytes it counts, without touching the
+# buffer (HAProxy drains a connection before closing it with
+# recv(NULL, INT_MAX, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_TRUNC)), MSG_TRUNC
+# with MSG_PEEK counts and leaves them, and MSG_OOB with no urgent data
+# fails with EINVAL and takes nothing, as on kernel TCP.
+# tests/recv-flags.c runs once on kernel TCP and once under rshare, across
+# nodes and within one node, and must print the same lines; the stat proves
+# that the rshare runs took the link and the same-node path.  Before,
+# rshare copied into the NULL buffer (the program died of SIGSEGV) and
+# MSG_OOB read the stream's next byte.
+
+load lib
+
+setup() {
+	rs_require recv-flags
+	rs_setup
+	rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+@test "MSG_TRUNC and MSG_OOB across nodes: as on kernel TCP" {
+	rs_vs_kernel flags "$NS_B" 7171 "$RS_BIN/recv-flags" -s PORT -- "$RS_BIN/recv-flags" -c $ADDR_A PORT
+	sed "s/^/# /" <<<"$RS_RS" >&3
+	[[ $RS_TCP == *"drain: MSG_TRUNC into no buffer 1000, then EAGAIN"* ]] || rs_fail "kernel TCP: '$RS_TCP'"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare run went over the link" --slurpfile b "$RS_TMP/statB.json" '
+		$b[0] as $B |
+		fail(($B.links|length) == 1; "B has \($B.links|length) links"),
+		fail(($B.links[0].connections_total // 0) >= 3; "B link carried \($B.links[0].connections_total) connections, want 3"),
+		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+}
+
+@test "MSG_TRUNC and MSG_OOB within one node: as on kernel TCP" {
+	rs_vs_kernel flags1 "$NS_A" 7173 "$RS_BIN/recv-flags" -s PORT -- "$RS_BIN/recv-flags" -c $ADDR_A PORT
+	sed "s/^/# /" <<<"$RS_RS" >&3
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_jq_check "the rshare run took the same-node path" --slurpfile a "$RS_TMP/statA.json" '
+		$a[0] as $A |
+		fail(($A.counters.local_connects // 0) >= 3; "local_connects \($A.counters.local_connects), want 3"),
+		fail($A.counters.fallback_connects == 0; "fallback_connects \($A.counters.fallback_connects)")'
+}
