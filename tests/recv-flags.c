@@ -1,5 +1,5 @@
 /*
- * recv-flags - recv's MSG_TRUNC and MSG_OOB on a stream socket.
+ * recv-flags - recv's MSG_TRUNC, MSG_OOB and MSG_ERRQUEUE on a stream socket.
  *
  *   recv-flags -s PORT          the writer: prints "ready", then a child per
  *                               connection writes what its client asks
@@ -17,6 +17,8 @@
  *          the bytes from position 500 on
  *   oob    recv MSG_OOB with no urgent data: EINVAL, and the 200 bytes
  *          waiting stay for the next read
+ *   errq   recvmsg MSG_ERRQUEUE with nothing on the error queue: EAGAIN,
+ *          and the 200 bytes waiting stay for the next read
  * Every line names outcomes, never times, and is the same on kernel TCP
  * and on rshare (tests/recv-msg-trunc-and-msg-oob-as-on-kernel-tcp.bats).
  */
@@ -165,6 +167,24 @@ static void case_oob(void)
 	close(fd);
 }
 
+static void case_errq(void)
+{
+	static uint8_t buf[8192];
+	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+	int fd = open_conn();
+	ssize_t r;
+	want(fd, 200);
+	printf("errq: MSG_ERRQUEUE %s", ret(recvmsg(fd, &m, MSG_ERRQUEUE)));
+	r = recv(fd, buf, sizeof(buf), 0);
+	printf(", then read %s", ret(r));
+	if (r > 0)
+		printf(" %s\n", t_stream_check(SEED, 0, buf, (size_t)r) < 0 ? "from 0 on" : "NOT from 0 on");
+	else
+		printf("\n");
+	close(fd);
+}
+
 static int client(const char *addr, int port)
 {
 	peer.sin_family = AF_INET;
@@ -174,6 +194,7 @@ static int client(const char *addr, int port)
 	case_drain();
 	case_part();
 	case_oob();
+	case_errq();
 	return 0;
 }
 

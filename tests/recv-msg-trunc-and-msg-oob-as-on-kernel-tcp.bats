@@ -2,13 +2,14 @@
 # recv's MSG_TRUNC discards the bytes it counts, without touching the
 # buffer (HAProxy drains a connection before closing it with
 # recv(NULL, INT_MAX, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_TRUNC)), MSG_TRUNC
-# with MSG_PEEK counts and leaves them, and MSG_OOB with no urgent data
-# fails with EINVAL and takes nothing, as on kernel TCP.
+# with MSG_PEEK counts and leaves them, MSG_OOB with no urgent data fails
+# with EINVAL and MSG_ERRQUEUE with an empty error queue with EAGAIN, both
+# taking nothing, as on kernel TCP.
 # tests/recv-flags.c runs once on kernel TCP and once under rshare, across
 # nodes and within one node, and must print the same lines; the stat proves
 # that the rshare runs took the link and the same-node path.  Before,
-# rshare copied into the NULL buffer (the program died of SIGSEGV) and
-# MSG_OOB read the stream's next byte.
+# rshare copied into the NULL buffer (the program died of SIGSEGV), and
+# MSG_OOB and MSG_ERRQUEUE read the stream's next bytes.
 
 load lib
 
@@ -22,7 +23,7 @@ teardown() {
 	rs_teardown
 }
 
-@test "MSG_TRUNC and MSG_OOB across nodes: as on kernel TCP" {
+@test "MSG_TRUNC, MSG_OOB and MSG_ERRQUEUE across nodes: as on kernel TCP" {
 	rs_vs_kernel flags "$NS_B" 7171 "$RS_BIN/recv-flags" -s PORT -- "$RS_BIN/recv-flags" -c $ADDR_A PORT
 	sed "s/^/# /" <<<"$RS_RS" >&3
 	[[ $RS_TCP == *"drain: MSG_TRUNC into no buffer 1000, then EAGAIN"* ]] || rs_fail "kernel TCP: '$RS_TCP'"
@@ -34,7 +35,7 @@ teardown() {
 		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
 }
 
-@test "MSG_TRUNC and MSG_OOB within one node: as on kernel TCP" {
+@test "MSG_TRUNC, MSG_OOB and MSG_ERRQUEUE within one node: as on kernel TCP" {
 	rs_vs_kernel flags1 "$NS_A" 7173 "$RS_BIN/recv-flags" -s PORT -- "$RS_BIN/recv-flags" -c $ADDR_A PORT
 	sed "s/^/# /" <<<"$RS_RS" >&3
 	rs_stat "$NS_A" >"$RS_TMP/statA.json"

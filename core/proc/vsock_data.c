@@ -475,6 +475,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
 	uint64_t target;
 	int32_t lowat;
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN; /* nothing is queued on an rshare socket's error queue */
 	if (flags & MSG_OOB)
 		return -EINVAL; /* urgent data goes inline (rshare(7)): none is ever waiting */
 	xfer_init(&x, slot, iov, iovcnt, flags, 0);
