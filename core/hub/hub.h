@@ -154,6 +154,7 @@ struct link {
 	uint64_t deadline_ms;          /* connect deadline */
 	uint64_t ping_ms;              /* when it last sent anything, for keepalives */
 	uint64_t msgs_tx_seen;
+	uint64_t await_tok, await_ms;  /* the transport's awaited token, and since when it stayed */
 	int was_up;
 	int lost;                      /* failed for want of an answer: its connections wait (resume.c) */
 	int refused;                   /* set-up refused: the peer node has no hub */

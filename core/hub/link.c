@@ -11,13 +11,17 @@
  * when they wait for a new one (resume.c); it is freed after the current
  * batch of events.  Timers between
  * batches: connect deadlines, and on verbs a PING on a link that sent
- * nothing for HUB_KEEPALIVE_MS, whose failure tells of a vanished peer.
+ * nothing for HUB_KEEPALIVE_MS, whose failure tells of a vanished peer,
+ * and the loss of a link whose transport awaited a completion for
+ * LINK_STUCK_TIMEOUTS link timeouts (link_stuck); a soft link that stands
+ * in for a lost verbs one tries verbs again (link_upgrade).
  * Sockets that found no room on a link wait on its txwait list until the
  * transport says it has room again (hub_run_writable, from the loop).
  */
 #include "hub.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 #include <stdlib.h>
 
@@ -302,6 +306,31 @@ static void link_upgrade(struct hub *h, struct link *l)
 		n->relink = 1; /* its failures are said quietly */
 }
 
+/* A link whose transport awaits a completion that has not come for twice
+ * the link timeout (the queue pair's retries end within it, with an error
+ * if the peer is gone) is lost, as if the retries had run out: a queue
+ * pair that neither completes nor fails would hold its connections for
+ * ever.  1 when it went. */
+#define LINK_STUCK_TIMEOUTS 2
+static int link_stuck(struct hub *h, struct link *l, uint64_t now)
+{
+	uint64_t tok;
+	char why[64];
+	if (!l->x.xp->ops->awaited)
+		return 0;
+	tok = l->x.xp->ops->awaited(&l->x);
+	if (!tok || tok != l->await_tok) {
+		l->await_tok = tok;
+		l->await_ms = now;
+		return 0;
+	}
+	if (now - l->await_ms < (uint64_t)LINK_STUCK_TIMEOUTS * h->link_timeout_ms)
+		return 0;
+	snprintf(why, sizeof(why), "no completion for %llu ms", (unsigned long long)(now - l->await_ms));
+	hub_link_lost(&l->x, why);
+	return 1;
+}
+
 void hub_link_timers(struct hub *h)
 {
 	uint64_t now = hub_now_ms();
@@ -312,6 +341,8 @@ void hub_link_timers(struct hub *h)
 			hub_link_fail(&l->x, "connect timed out");
 			continue;
 		}
+		if (l->state == LINK_UP && link_stuck(h, l, now))
+			continue;
 		if (l->state == LINK_UP && l->upgrade && now >= l->upgrade_ms) {
 			l->upgrade_ms = now + HUB_UPGRADE_MS;
 			link_upgrade(h, l); /* a new link goes in front of l: not met here */

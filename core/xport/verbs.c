@@ -172,8 +172,10 @@ static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32
 	int r;
 	vl->seq++;
 	wr->wr_id = vl->seq;
-	if (must_signal || vl->seq % SIGNAL_EVERY == 0)
+	if (must_signal || vl->seq % SIGNAL_EVERY == 0) {
 		wr->send_flags |= IBV_SEND_SIGNALED;
+		vl->sig = vl->seq;
+	}
 	if (len <= vl->max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
 	/* a placed tail is remembered as a send without owner: its
@@ -189,6 +191,8 @@ static int post(struct vlink *vl, struct ibv_send_wr *wr, uint64_t wr_id, uint32
 	if (!r)
 		r = -ibv_post_send(vl->id->qp, wr, &bad);
 	if (r) {
+		if (vl->sig == vl->seq)
+			vl->sig = vl->done; /* it never went */
 		vl->seq--;
 		vl->f_n--;
 		return r;
@@ -579,6 +583,16 @@ static void verbs_link_info(struct xlink *l, struct xlink_info *out)
 	*out = VL(l)->info;
 }
 
+/* A signalled request not completed yet: the completed sequence, which
+ * moves at every completion (a queue pair that neither completes nor fails
+ * what it was given is stuck, as a Soft-RoCE one was seen to be for
+ * minutes once its peer had dropped the link). */
+static uint64_t verbs_awaited(struct xlink *l)
+{
+	struct vlink *vl = VL(l);
+	return !vl->closed && vl->sig > vl->done ? vl->done + 1 : 0;
+}
+
 const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
 	.flags = XP_PLACED,
@@ -594,5 +608,6 @@ const struct xport_ops xport_verbs_ops = {
 	.post_recv = verbs_post_recv,
 	.poll_cq = verbs_poll_cq,
 	.link_info = verbs_link_info,
+	.awaited = verbs_awaited,
 	.batch = verbs_batch,
 };

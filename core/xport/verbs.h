@@ -62,6 +62,7 @@ struct vlink {
 	struct rdma_cm_id *id;
 	int closed, established, disconnected;
 	uint64_t seq, done;    /* posted / completed send sequence */
+	uint64_t sig;          /* the last signalled one posted: awaited while past done */
 	struct vpost *fifo;
 	uint32_t f_head, f_n, f_cap;
 	struct vctl *pend;

@@ -102,6 +102,10 @@ struct xport_ops {
 	int (*poll_cq)(struct xport *xp, struct xwc *wc, int max);
 	/* optional: fill what only this transport knows of the link */
 	void (*link_info)(struct xlink *l, struct xlink_info *out);
+	/* optional: 0 when the link awaits no completion, else a token that
+	 * changes with every completion that comes while it awaits some (the
+	 * hub drops a link whose token stays the same too long: link.c) */
+	uint64_t (*awaited)(struct xlink *l);
 	/* optional: its listener, which a restart keeps open for the next hub
 	 * (init takes it up again: hub_kept_listener), -1: none */
 	int (*listener)(struct xport *xp);
