@@ -58,7 +58,6 @@
 #define HUB_LINK_OUTAGE_S 900 /* its connections with bytes unacknowledged wait this long (link_outage), as
 			       * kernel TCP retransmits for about 15 minutes (tcp_retries2) */
 #define HUB_RELINK_MS 1000    /* a lost link's peer is tried again this often */
-#define HUB_UPGRADE_MS 10000  /* a soft link that stands in for a lost verbs one tries verbs this often */
 #define HUB_RELINK_REFUSED_GRACE_MS 5000 /* verbs: refusals this soon after the loss are a restart's */
 #define HUB_RELINK_QUICK_MS 100 /* ... and the peer is tried again this soon */
 #define HUB_RELINK_REFUSED_HOLD_MS 2000 /* verbs: a refusal means no hub once it went on this long */
@@ -159,8 +158,6 @@ struct link {
 	int lost;                      /* failed for want of an answer: its connections wait (resume.c) */
 	int refused;                   /* set-up refused: the peer node has no hub */
 	int relink;                    /* made to bring a lost link back */
-	int upgrade;                   /* soft, standing in for a lost verbs link: verbs is tried again */
-	uint64_t upgrade_ms;           /* ... next at this time */
 	const char *doomed;            /* failed mid-work: dropped between event batches */
 	int writable;                  /* the transport has room again: resume txwait */
 	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */
@@ -578,27 +575,16 @@ void hub_link_timers(struct hub *h); /* connect deadlines, keepalives */
 void hub_link_ping(struct link *l);
 struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except); /* an UP link to NODE */
 
-/* The node id of the side that opened l. */
+/* The node id of the side that opened l: of two links between the same
+ * nodes, both keep the one the smaller id opened. */
 static inline uint64_t link_opener(const struct hub *h, const struct link *l)
 {
 	return l->x.outgoing ? h->node_id : l->x.peer_node;
 }
 
-/* Of two links between the same nodes, the one both sides keep: verbs
- * before soft, then the one the smaller node id opened.  1 when a goes
- * before b. */
-static inline int link_before(const struct hub *h, const struct link *a, const struct link *b)
-{
-	int va = a->x.xp == &h->verbs, vb = b->x.xp == &h->verbs;
-	if (va != vb)
-		return va;
-	return link_opener(h, a) < link_opener(h, b);
-}
-
 /* resume.c: connections that outlive a lost link */
 int hsock_suspend(struct hub *h, struct hsock *s, struct link *l); /* 1: it waits */
 int hsock_ring_keys(struct hub *h, struct hsock *s); /* conn.c: verbs keys of its rings, 0 or -errno */
-int hsock_ring_keys_all(struct hub *h, struct hsock *s); /* rekey.c: ... and of the receive ring it changes to */
 int hsock_ring_changing(const struct hsock *s); /* verbs: the peer may write to two of its rings (rekey.c) */
 void hub_rekey(struct hub *h);              /* verbs: keys again for the rings of adopted sockets */
 void hsock_resume_forget(struct hsock *s); /* closed or freed: it waits no more */

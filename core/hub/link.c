@@ -13,8 +13,7 @@
  * batches: connect deadlines, and on verbs a PING on a link that sent
  * nothing for HUB_KEEPALIVE_MS, whose failure tells of a vanished peer,
  * and the loss of a link whose transport awaited a completion for
- * LINK_STUCK_TIMEOUTS link timeouts (link_stuck); a soft link that stands
- * in for a lost verbs one tries verbs again (link_upgrade).
+ * LINK_STUCK_TIMEOUTS link timeouts (link_stuck).
  * Sockets that found no room on a link wait on its txwait list until the
  * transport says it has room again (hub_run_writable, from the loop).
  */
@@ -120,7 +119,10 @@ struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union soc
 	return &l->x;
 }
 
-/* An UP link to NODE other than EXCEPT, or NULL. */
+/* Two links up between the same nodes (each hub connected to the other
+ * at once, bringing a lost link back): the one opened by the larger node
+ * id goes, dropped by both sides as lost, so that its connections go on
+ * over the other (resume.c).  1 when l itself went. */
 struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except)
 {
 	for (struct link *o = h->links; o; o = o->next)
@@ -129,18 +131,15 @@ struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except)
 	return NULL;
 }
 
-/* Two links up between the same nodes (each hub connected to the other
- * at once, bringing a lost link back; or verbs back beside the soft link
- * that stood in for it): both sides drop the same one as lost, soft before
- * verbs, else the one the larger node id opened (link_before), so that
- * its connections go on over the other (resume.c).  The link that stays,
- * l itself or the other one (NULL: it went and the other is not up). */
+/* Of two links up to one node, both sides drop the one the larger node id
+ * opened: the link that stays, l itself or the other one (NULL: it went
+ * and the other is not up). */
 static struct link *link_dedup(struct hub *h, struct link *l)
 {
 	struct link *o = link_up_to(h, l->x.peer_node, l), *drop, *keep;
 	if (!o)
 		return l;
-	drop = link_before(h, l, o) ? o : link_before(h, o, l) ? l : NULL;
+	drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;
 	if (!drop)
 		return l; /* both opened by one side: both stay */
 	keep = drop == l ? o : l;
@@ -288,24 +287,6 @@ again:
 		}
 }
 
-/* A soft link that stands in for a lost verbs link (resume.c, relink_try)
- * tries verbs again, unless a verbs link to the peer is already there or
- * on its way; once that one is up the soft one gives way to it
- * (link_dedup) and the connections go on over verbs. */
-static void link_upgrade(struct hub *h, struct link *l)
-{
-	struct link *n;
-	if (h->mode != HUB_AUTO || !h->verbs.up)
-		return;
-	for (struct link *o = h->links; o; o = o->next)
-		if (o->x.xp == &h->verbs && o->state != LINK_DOWN &&
-		    (o->x.peer_node == l->x.peer_node || addr_same_ip(&o->x.peer_addr, &l->x.peer_addr)))
-			return;
-	log_debug("link %u: soft, verbs tried again", l->x.id);
-	if ((n = link_start(h, &h->verbs, &l->x.peer_addr)))
-		n->relink = 1; /* its failures are said quietly */
-}
-
 /* A link whose transport awaits a completion that has not come for twice
  * the link timeout (the queue pair's retries end within it, with an error
  * if the peer is gone) is lost, as if the retries had run out: a queue
@@ -343,10 +324,6 @@ void hub_link_timers(struct hub *h)
 		}
 		if (l->state == LINK_UP && link_stuck(h, l, now))
 			continue;
-		if (l->state == LINK_UP && l->upgrade && now >= l->upgrade_ms) {
-			l->upgrade_ms = now + HUB_UPGRADE_MS;
-			link_upgrade(h, l); /* a new link goes in front of l: not met here */
-		}
 		/* verbs: a link that sent nothing lately sends a PING, whose
 		 * failure (the queue pair's retries exhausted) drops it; soft
 		 * links have TCP keepalive for that */

@@ -42,12 +42,13 @@ int hsock_ring_changing(const struct hsock *s)
  * socket whose rings cannot be registered is reset. */
 void hub_rekey(struct hub *h)
 {
-	uint32_t n = 0, changing = 0;
+	uint32_t n = 0, changing = 0, unused;
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
 		if (!s || !s->peer_raddr || !s->suspended)
 			continue;
-		if (hsock_ring_keys_all(h, s) < 0) {
+		if (hsock_ring_keys(h, s) < 0 ||
+		    (s->rx_next_off && pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey) < 0)) {
 			log_warn("socket %u: its rings cannot be registered again as its hub ended: reset", s->sid);
 			hsock_waiting_reset(h, s);
 			continue;
@@ -61,17 +62,6 @@ void hub_rekey(struct hub *h)
 	}
 	if (n)
 		log_info("verbs: %u connections' rings registered again (%u of them changing size)", n, changing);
-}
-
-/* Keys for s's send ring and every receive ring the peer may write to
- * (both while it changes size): 0, or -errno. */
-int hsock_ring_keys_all(struct hub *h, struct hsock *s)
-{
-	uint32_t unused;
-	int r = hsock_ring_keys(h, s);
-	if (r >= 0 && s->rx_next_off)
-		r = pool_keys(h, s->pool, s->rx_next_off, s->rx_next_size, 1, &unused, &s->rx_next_rkey);
-	return r;
 }
 
 uint64_t hsock_ring_addr(const struct hsock *s, uint64_t off)

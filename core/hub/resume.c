@@ -24,11 +24,8 @@
  * auto, a verbs link that stayed down for RELINK_SOFT_MS (30 s: an outage
  * of the whole network ends sooner, most often, and verbs comes back
  * first) is tried as soft too: a verbs connection goes on over soft (its
- * writes land by stream position there).  A soft link that came of that
- * tries verbs again every HUB_UPGRADE_MS (link.c), and when verbs is up
- * both sides drop the soft one as lost: its connections go on over verbs,
- * those that began on soft too, their rings registered as they attach
- * (hsock_ring_keys_all) and their addresses and keys in the RESUME.
+ * writes land by stream position there), and stays there; not the other
+ * way round.
  *
  * When a link to the node comes up, each side attaches its suspended
  * connections to it and sends RESUME for each: its receive tail (the bytes
@@ -46,8 +43,7 @@
  * (its hub restarted, or it closed meanwhile) is answered with RESET.
  *
  * Two new links at once (each hub connected to the other) are settled by
- * one rule both sides see alike: verbs before soft, then the link that the
- * smaller node id opened (link_before).
+ * one rule both sides see alike: the link that the smaller node id opened.
  * A waiting connection gives up when kernel TCP's would (give_up_at): with
  * bytes the peer did not take, after link_outage (HUB_LINK_OUTAGE_S, as
  * kernel TCP gives up retransmitting) or the program's TCP_USER_TIMEOUT;
@@ -248,12 +244,9 @@ static void send_resume(struct hsock *s)
 static int attach(struct hub *h, struct hsock *s, struct link *l)
 {
 	uint64_t head;
-	if (!(l->x.xp->ops->flags & XP_POSITIONAL) &&
-	    (s->as ? !s->rx_rkey && hsock_ring_keys_all(h, s) < 0 : !s->peer_raddr)) {
-		/* one that began on soft has its rings registered now, and its
-		 * RESUME tells the peer where they are; without a slot (it
-		 * lingers) there is nothing to register */
-		hsock_abort(h, s, "its rings cannot be registered for verbs");
+	if (!(l->x.xp->ops->flags & XP_POSITIONAL) && (!s->peer_raddr || (s->as && !s->rx_rkey))) {
+		/* a soft connection has no keys for a verbs link */
+		hsock_abort(h, s, "its link came back on another transport");
 		return -1;
 	}
 	if (s->suspended)
@@ -337,8 +330,6 @@ static const char *resume_apply(struct hub *h, struct hsock *s, const struct wir
 		}
 		if (s->peer_rekeyed && hsock_rekey_apply(s) < 0)
 			return "neither of its rings is the one written to";
-		if (!s->peer_raddr || !s->peer_rkey)
-			return "its ring has no address on verbs"; /* it began on soft, and the peer could not register it */
 	}
 	if (s->susp_placed && done > s->rx_tail) {
 		/* its writes that completed are in our ring: the tail moves
@@ -401,7 +392,7 @@ void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c)
 			hub_link_fail(&m->x, "the peer goes on over a new link");
 			m = NULL;
 		}
-		if (m && s->resuming && link_before(h, m, l))
+		if (m && s->resuming && link_opener(h, m) < link_opener(h, l))
 			return; /* both links new: it goes on over the other one */
 		if ((!s->suspended && !s->resuming) || (s->suspended && s->susp_node != l->x.peer_node) ||
 		    attach(h, s, l) < 0) {
@@ -540,12 +531,9 @@ static void relink_try(struct hub *h, struct relink *r, uint64_t now)
 	r->next_ms = now + (now - r->since_ms < RELINK_SLOW_AFTER_MS ? HUB_RELINK_MS : HUB_RELINK_SLOW_MS);
 	log_debug("connecting again to node %016llx (try %u)", (unsigned long long)r->node, r->tries);
 	/* transport auto: verbs first; once verbs stayed down for
-	 * RELINK_SOFT_MS, every other try is soft, and a soft link that came
-	 * of it tries verbs again every HUB_UPGRADE_MS (link.c) */
-	if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2 && (n = hub_link_new_soft(h, &r->addr))) {
-		n->upgrade = 1;
-		n->upgrade_ms = now + HUB_UPGRADE_MS;
-	}
+	 * RELINK_SOFT_MS, every other try is soft */
+	if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2)
+		n = hub_link_new_soft(h, &r->addr);
 	if (n || (n = hub_link_new_outgoing(h, &r->addr)))
 		n->relink = 1;
 }

@@ -24,9 +24,7 @@
 #   - new connections take the new verbs link
 #   - node 2 drops RoCE (UDP 4791) and keeps IP: the verbs link is lost
 #     and does not come back, and with transport auto (both hubs) its
-#     connections go on over a soft link; once RoCE passes again they go
-#     back to verbs (the soft link tries verbs every 10 s and gives way),
-#     and so do 2 that began on the soft link, each stream with every byte
+#     connections go on over a soft link, the stream with every byte
 #   - the same-node connections go on, every byte verified
 # The nodes take turns through files in $RSHARE_VM_DIR.  Ends with
 # "N passed, N failed"; exits nonzero when a check failed.
@@ -297,10 +295,9 @@ else
 fi
 
 # verbs that does not come back: node 2 drops RoCE and keeps IP; the link
-# is lost, and with transport auto its connections go on over soft; then
-# RoCE passes again and they go back to verbs (it streams until 3 s after
-# that, 240 s at most)
-"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 21 -t 240 -x "$T/roce.stop" -m 65536 10.77.0.2 7301 \
+# is lost, and with transport auto its connections go on over soft
+# (it streams until 5 s after it went on over soft, 120 s at most)
+"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 21 -t 120 -x "$T/roce.stop" -m 65536 10.77.0.2 7301 \
 	>"$T/roce.out" 2>&1 &
 roce_pid=$!
 pids+=("$roce_pid")
@@ -315,6 +312,7 @@ if [[ -e $dir/roce-blocked ]]; then
 	stat_until 120 "$T/roce.json" "([.links[] | select(.transport == \"soft\" and .state == \"up\")] | length) >= 1 and
 		.counters.conns_resumed >= $((r0 + 2))" && soft=1
 	((soft)) && sleep 5
+	touch "$T/roce.stop"
 	n=$(jq .counters.conns_resumed "$T/roce.json" 2>/dev/null)
 	up=$(jq '[.links[] | select(.transport == "soft" and .state == "up")] | length' "$T/roce.json" 2>/dev/null)
 	if ((soft)); then
@@ -326,48 +324,15 @@ if [[ -e $dir/roce-blocked ]]; then
 		wait_file "$dir/diag-done" 30
 		rm -f "$dir/diag" "$dir/diag-done"
 	fi
-	# a stream that begins on the soft link
-	soft_pid=
-	if ((soft)); then
-		"$B/rshare" run -- "$B/tests/echo-client" -S -c 2 -s 23 -t 240 -x "$T/roce.stop" -m 65536 10.77.0.2 7301 \
-			>"$T/soft.out" 2>&1 &
-		soft_pid=$!
-		pids+=("$soft_pid")
-		sleep 3
-	fi
-	# RoCE back: the soft link tries verbs again and gives way to it; all
-	# 4 connections go on over verbs, the 2 that began on soft too
-	touch "$dir/roce-unblock"
-	wait_file "$dir/roce-unblocked" 60
-	if ((soft)); then
-		r1=$(jq .counters.conns_resumed "$T/roce.json")
-		t0=$SECONDS
-		if stat_until 90 "$T/roce-back.json" "($verbs_up) >= 1 and
-			([.links[] | select(.transport == \"soft\")] | length) == 0 and .counters.conns_resumed >= $((r1 + 4))"; then
-			ok "once RoCE passed again, the 4 connections (2 begun on soft) went on over verbs within $((SECONDS - t0)) s"
-		else
-			nok "90 s after RoCE passed again: $(jq -c '[.links[] | {transport, state, connections}]' "$T/roce-back.json" 2>/dev/null), $(($(jq .counters.conns_resumed "$T/roce-back.json" 2>/dev/null || echo 0) - r1)) connections resumed (want verbs only, and 4)"
-			grep -E 'warn|lost|go on|socket [0-9]+:' "$T/hub.log" | tail -n 20
-		fi
-		sleep 3
-	fi
-	touch "$T/roce.stop"
 	wait_for "$roce_pid" 150
 	rc=$?
 	if [[ $rc == 0 ]] && grep -q 'conns=2 verified=2 resets=0 errors=0' "$T/roce.out"; then
-		ok "the stream moved from verbs to soft and back lost no byte and no connection: $(grep '^echo-client:' "$T/roce.out")"
+		ok "the stream moved from verbs to soft lost no byte and no connection: $(grep '^echo-client:' "$T/roce.out")"
 	else
 		nok "the stream moved to soft (exit $rc): $(tr '\n' ' ' <"$T/roce.out")"
 	fi
-	if [[ -n $soft_pid ]]; then
-		wait_for "$soft_pid" 150
-		rc=$?
-		if [[ $rc == 0 ]] && grep -q 'conns=2 verified=2 resets=0 errors=0' "$T/soft.out"; then
-			ok "the stream begun on soft went on over verbs, no byte and no connection lost: $(grep '^echo-client:' "$T/soft.out")"
-		else
-			nok "the stream begun on soft (exit $rc): $(tr '\n' ' ' <"$T/soft.out")"
-		fi
-	fi
+	touch "$dir/roce-unblock"
+	wait_file "$dir/roce-unblocked" 60
 else
 	nok "node 2 could not drop RoCE: $(cat "$dir/roce-block-failed")"
 fi
