@@ -389,6 +389,7 @@ struct hub {
 	struct relink {             /* peers of lost links, connected to again (resume.c) */
 		union sockaddr_any addr;
 		uint64_t node, next_ms, since_ms;
+		uint64_t soft_ms;       /* since when verbs failed with the peer's address reachable */
 		uint64_t refused_ms;    /* verbs: its first refusal past the grace, 0: none */
 		uint32_t tries, waiting; /* connections that wait for it (a timer's count) */
 	} *relinks;
@@ -592,6 +593,7 @@ void hsock_redial_later(struct hub *h, struct hsock *s); /* its CONNECT went wit
 void hub_relink_note(struct hub *h, struct link *l);
 void hub_relink_refused(struct hub *h, struct link *l); /* the peer node has no hub: reset */
 void hub_relink_unrefused(struct hub *h, const struct link *l);
+void hub_relink_unreached(struct hub *h, const struct link *l); /* verbs: its peer's address did not resolve */
 void hub_resume_link_up(struct hub *h, struct link *l);
 void hub_on_resume(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hub_on_rekey(struct hub *h, const struct wire_ctl *c);

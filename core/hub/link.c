@@ -56,6 +56,8 @@ static struct link *link_start(struct hub *h, struct xport *xp, const union sock
 	l->deadline_ms = hub_now_ms() + HUB_LINK_CONNECT_MS;
 	if ((r = xp->ops->link_connect(xp, &l->x, peer)) < 0) {
 		log_info("link %u: cannot start it: %s", l->x.id, strerror(-r));
+		if (xp == &h->verbs)
+			hub_relink_unreached(h, l); /* our port is down, most often */
 		hub_link_fail(&l->x, "cannot start the link");
 		return NULL;
 	}
@@ -206,6 +208,8 @@ void hub_link_fail(struct xlink *xl, const char *why)
 		hub_relink_refused(h, l);
 	else if (l->relink && !was_up)
 		hub_relink_unrefused(h, l);
+	if (l->relink && !was_up && l->x.xp == &h->verbs && !l->x.reached)
+		hub_relink_unreached(h, l);
 	l->state = LINK_DOWN;
 	for (pp = &h->links; *pp; pp = &(*pp)->next)
 		if (*pp == l) {

@@ -23,7 +23,8 @@
  * that come up at once both keep the same one (link.c).  With transport
  * auto, a verbs link that stayed down for RELINK_SOFT_MS (30 s: an outage
  * of the whole network ends sooner, most often, and verbs comes back
- * first) is tried as soft too: a verbs connection goes on over soft (its
+ * first; tries that did not reach the peer's address, the network down,
+ * do not count: hub_relink_unreached) is tried as soft too: a verbs connection goes on over soft (its
  * writes land by stream position there), and stays there; not the other
  * way round.
  *
@@ -153,7 +154,7 @@ void hub_relink_note(struct hub *h, struct link *l)
 	r->addr = l->x.peer_addr;
 	addr_set_port(&r->addr, h->port);
 	r->node = l->x.peer_node;
-	r->next_ms = r->since_ms = hub_now_ms(); /* at once: a refusal says soon that no hub is there */
+	r->next_ms = r->since_ms = r->soft_ms = hub_now_ms(); /* at once: a refusal says soon that no hub is there */
 	r->tries = 0;
 	r->refused_ms = 0;
 }
@@ -220,6 +221,18 @@ void hub_relink_unrefused(struct hub *h, const struct link *l)
 	for (uint32_t i = 0; i < h->nrelinks; i++)
 		if (addr_same_ip(&h->relinks[i].addr, &l->x.peer_addr))
 			h->relinks[i].refused_ms = 0;
+}
+
+/* A verbs try that did not get as far as the peer's address (our port
+ * down, the peer's gone from the network): soft would not get through
+ * either, and its time does not count towards trying soft (RELINK_SOFT_MS
+ * counts verbs failing while the peer answers on IP: RoCE blocked). */
+void hub_relink_unreached(struct hub *h, const struct link *l)
+{
+	uint64_t now = hub_now_ms();
+	for (uint32_t i = 0; i < h->nrelinks; i++)
+		if (addr_same_ip(&h->relinks[i].addr, &l->x.peer_addr))
+			h->relinks[i].soft_ms = now;
 }
 
 static void send_resume(struct hsock *s)
@@ -532,7 +545,7 @@ static void relink_try(struct hub *h, struct relink *r, uint64_t now)
 	log_debug("connecting again to node %016llx (try %u)", (unsigned long long)r->node, r->tries);
 	/* transport auto: verbs first; once verbs stayed down for
 	 * RELINK_SOFT_MS, every other try is soft */
-	if (now - r->since_ms >= RELINK_SOFT_MS && r->tries % 2)
+	if (now - r->soft_ms >= RELINK_SOFT_MS && r->tries % 2)
 		n = hub_link_new_soft(h, &r->addr);
 	if (n || (n = hub_link_new_outgoing(h, &r->addr)))
 		n->relink = 1;

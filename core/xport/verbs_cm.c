@@ -213,6 +213,7 @@ static void on_cm(struct vx *vx, struct rdma_cm_event *e)
 	switch (e->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		log_debug("verbs: link %u: address resolved", vl->l->id);
+		vl->l->reached = 1;
 		if (e->id->verbs != vx->ctx) {
 			fail(vl, "peer not reachable through our RDMA device");
 			break;

@@ -42,6 +42,7 @@ struct xlink {
 	struct xport *xp;
 	void *xpriv;                   /* the transport's own record */
 	int outgoing;                  /* we opened it */
+	int reached;                   /* verbs: the peer's address resolved (it answers on IP) */
 	uint64_t peer_node;
 	union sockaddr_any peer_addr;  /* the peer hub's address */
 	union sockaddr_any local_addr; /* our end of the link */
