@@ -578,21 +578,6 @@ static void verbs_fini(struct xport *xp)
 		rdma_destroy_event_channel(vx->ch);
 }
 
-static void verbs_link_info(struct xlink *l, struct xlink_info *out)
-{
-	*out = VL(l)->info;
-}
-
-/* A signalled request not completed yet: the completed sequence, which
- * moves at every completion (a queue pair that neither completes nor fails
- * what it was given is stuck, as a Soft-RoCE one was seen to be for
- * minutes once its peer had dropped the link). */
-static uint64_t verbs_awaited(struct xlink *l)
-{
-	struct vlink *vl = VL(l);
-	return !vl->closed && vl->sig > vl->done ? vl->done + 1 : 0;
-}
-
 const struct xport_ops xport_verbs_ops = {
 	.name = "verbs",
 	.flags = XP_PLACED,

@@ -116,6 +116,8 @@ static inline void fail(struct vlink *vl, const char *why)
 void verbs_cm_event(struct hub *h, struct hub_ev *ev, uint32_t events);
 int verbs_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
 void verbs_link_close(struct xlink *l);
+void verbs_link_info(struct xlink *l, struct xlink_info *out); /* device, port, queue pair */
+uint64_t verbs_awaited(struct xlink *l); /* the ops' awaited: a signalled request not completed */
 /* one more block of receives for a new link, up to SRQ_DEPTH: 0 or -1 */
 int verbs_srq_fit(struct vx *vx);
 /* verbs.c: post what the link's batch holds (0 or -errno; nothing else done) */

@@ -11,7 +11,10 @@
  * or says REJ_TIMEOUT, does not: a peer that gave up on its request while
  * our answers were lost destroys its cm id, which sends REJ_TIMEOUT.  A
  * closed link's record and cm id are destroyed only once the current cm
- * event is acked (verbs_destroy_dead).
+ * event is acked (verbs_destroy_dead).  A link whose address resolved is
+ * marked reached (the hub tries soft only after verbs failed so for a
+ * while).  What the hub asks of a link ends here too: its device and
+ * queue pair (link_info), and whether it awaits a completion (awaited).
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -358,4 +361,19 @@ void verbs_link_close(struct xlink *l)
 		vx->dead_cap = cap;
 	}
 	vx->dead[vx->ndead++] = vl;
+}
+
+void verbs_link_info(struct xlink *l, struct xlink_info *out)
+{
+	*out = VL(l)->info;
+}
+
+/* A signalled request not completed yet: the completed sequence, which
+ * moves at every completion (a queue pair that neither completes nor fails
+ * what it was given is stuck, as a Soft-RoCE one was seen to be for
+ * minutes once its peer had dropped the link). */
+uint64_t verbs_awaited(struct xlink *l)
+{
+	struct vlink *vl = VL(l);
+	return !vl->closed && vl->sig > vl->done ? vl->done + 1 : 0;
 }
