@@ -11,6 +11,7 @@
 # same-node path.  Before, rshare kept the option for getsockopt only: 400
 # bytes made a connection readable under a mark of 1000, and a blocking
 # read returned them.
+# waits: poll, select and epoll timeouts and SO_RCVTIMEO (tests/run runs it beside the others)
 
 load lib
 
