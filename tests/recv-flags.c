@@ -124,6 +124,19 @@ static const char *ret(ssize_t r)
 	return b;
 }
 
+/* one read of what waits, and whether it is the stream from POS on */
+static void read_rest(int fd, uint64_t pos)
+{
+	static uint8_t buf[8192];
+	ssize_t r = recv(fd, buf, sizeof(buf), 0);
+	printf(", then read %s", ret(r));
+	if (r > 0)
+		printf(" %sfrom %llu on\n", t_stream_check(SEED, pos, buf, (size_t)r) < 0 ? "" : "NOT ",
+		       (unsigned long long)pos);
+	else
+		printf("\n");
+}
+
 static void case_drain(void)
 {
 	int fd = open_conn();
@@ -137,16 +150,10 @@ static void case_part(void)
 {
 	static uint8_t buf[8192];
 	int fd = open_conn();
-	ssize_t r;
 	want(fd, 3000);
 	printf("part: MSG_TRUNC|MSG_PEEK of 1000 %s", ret(recv(fd, buf, 1000, MSG_TRUNC | MSG_PEEK)));
 	printf(", MSG_TRUNC of 500 %s", ret(recv(fd, buf, 500, MSG_TRUNC)));
-	r = recv(fd, buf, sizeof(buf), 0);
-	printf(", then read %s", ret(r));
-	if (r > 0)
-		printf(" %s\n", t_stream_check(SEED, 500, buf, (size_t)r) < 0 ? "from 500 on" : "NOT from 500 on");
-	else
-		printf("\n");
+	read_rest(fd, 500);
 	close(fd);
 }
 
@@ -154,16 +161,10 @@ static void case_oob(void)
 {
 	static uint8_t buf[8192];
 	int fd = open_conn();
-	ssize_t r;
 	want(fd, 200);
 	printf("oob: MSG_OOB %s", ret(recv(fd, buf, 1, MSG_OOB)));
 	printf(", MSG_OOB|MSG_DONTWAIT %s", ret(recv(fd, buf, 1, MSG_OOB | MSG_DONTWAIT)));
-	r = recv(fd, buf, sizeof(buf), 0);
-	printf(", then read %s", ret(r));
-	if (r > 0)
-		printf(" %s\n", t_stream_check(SEED, 0, buf, (size_t)r) < 0 ? "from 0 on" : "NOT from 0 on");
-	else
-		printf("\n");
+	read_rest(fd, 0);
 	close(fd);
 }
 
@@ -173,15 +174,9 @@ static void case_errq(void)
 	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
 	int fd = open_conn();
-	ssize_t r;
 	want(fd, 200);
 	printf("errq: MSG_ERRQUEUE %s", ret(recvmsg(fd, &m, MSG_ERRQUEUE)));
-	r = recv(fd, buf, sizeof(buf), 0);
-	printf(", then read %s", ret(r));
-	if (r > 0)
-		printf(" %s\n", t_stream_check(SEED, 0, buf, (size_t)r) < 0 ? "from 0 on" : "NOT from 0 on");
-	else
-		printf("\n");
+	read_rest(fd, 0);
 	close(fd);
 }
 
