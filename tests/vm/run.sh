@@ -40,6 +40,9 @@
 #   124  the run took longer than --timeout (default 300 s, counted from
 #        QEMU's start: boot included, an image build not); every QEMU is killed
 #   125  a guest could not boot or set up RDMA, or QEMU would not start
+# A guest whose virtual NIC stopped transmitting (its console has the
+# netdev watchdog's "TX timeout") is said on stderr, "run.sh: guest N: its
+# virtual NIC stopped transmitting: ...", whatever the exit status.
 # With -v, timing lines (boot, command, total) go to stderr.
 #
 # Environment: RSHARE_VM_CACHE (image cache, see image.sh), RSHARE_VM_MEM
@@ -195,6 +198,22 @@ console_tail() { # NODE
 	echo "----" >&2
 }
 
+# nic_stalls: a guest's virtual NIC that stopped transmitting (the guest's
+# netdev watchdog: virtio_net "TX timeout", at error level, so on the
+# console) is said on stderr, one line a guest.  QEMU's virtio-net under TCG
+# has done so now and then in runs of two guests, minutes into the run,
+# whatever the guest sent; the guest's network is then gone, for the
+# guest's programs and rshare alike.  Callers tell that from a failure of
+# what runs inside (tests/run runs such a suite once more).
+nic_stalls() {
+	local n line
+	for n in $(seq "$nodes"); do
+		line=$(tr -d '\r' <"$tmp/console.$n" 2>/dev/null |
+			grep -m1 -E 'TX timeout on queue|transmit queue [0-9]+ timed out') || continue
+		echo "run.sh: guest $n: its virtual NIC stopped transmitting: $line" >&2
+	done
+}
+
 boot_us=${EPOCHREALTIME/./} # --timeout counts from here, not while image.sh builds
 for n in $(seq "$nodes"); do boot "$n"; done
 note "QEMU started ($nodes guest(s), TCG)"
@@ -239,6 +258,7 @@ if [ $timed_out = 1 ]; then
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || :; done
 	wait "${tails[@]}" 2>/dev/null || :
 	echo "run.sh: TIMEOUT: the run took more than ${timeout}s; QEMU killed" >&2
+	nic_stalls
 	for n in $(seq "$nodes"); do
 		[ -s "$ctl/node$n.booted" ] || echo "run.sh: guest $n had not started its command" >&2
 		[ -s "$ctl/node$n.booted" ] || console_tail "$n"
@@ -261,6 +281,7 @@ if [ "$nodes" = 2 ]; then
 	fi
 fi
 wait "${tails[@]}" 2>/dev/null || :
+nic_stalls
 
 if [ -z "$status1" ]; then
 	if [ -s "$ctl/node1.booted" ]; then
