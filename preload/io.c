@@ -14,6 +14,16 @@
 
 #include <signal.h>
 
+/* Options a program set before it connected stay with the kernel socket
+ * until the descriptor changes (sockopt.c: so_carry); a MSG_ZEROCOPY send
+ * needs SO_ZEROCOPY's in the slot, where its notification is decided
+ * (core/proc/vsock_errq.c). */
+static inline void zc_carry(int fd, struct pfd *p, int flags)
+{
+	if ((flags & MSG_ZEROCOPY) && p->optmask && !(p->flags & PFD_SELF))
+		so_carry(fd, p);
+}
+
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct pfd *p = rs_of(fd);
@@ -24,6 +34,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	}
 	if (p->kind != FD_RS)
 		return rs_send_listener(flags);
+	zc_carry(fd, p, flags);
 	return ret_err(vs_send(p->slot, m->msg_iov, (int)m->msg_iovlen, flags));
 }
 
@@ -57,6 +68,7 @@ static __attribute__((noinline)) ssize_t rs_send(int fd, struct pfd *p, const vo
 		return R(send)(fd, buf, len, flags); /* not rshare, or kernel TCP from now */
 	if (p->kind != FD_RS)
 		return rs_send_listener(flags);
+	zc_carry(fd, p, flags);
 	return ret_err(vs_send(p->slot, &v, 1, flags));
 }
 
@@ -127,6 +139,8 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		errno = ENOTCONN;
 		return -1;
 	}
+	if (flags & MSG_ERRQUEUE)
+		return ret_err(vs_errqueue(p->slot, p->family, m));
 	r = vs_recv(p->slot, m->msg_iov, (int)m->msg_iovlen, flags);
 	if (r >= 0) {
 		if (m->msg_name)

@@ -157,7 +157,8 @@ again:
 	rx_tail = ring_load(&hsock_ring(s, 0)->tail);
 	rx_head = ring_load(&hsock_ring(s, 0)->head);
 	readable = (rx_tail > rx_head && rx_tail - rx_head >= lowat) ||
-		   (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed;
+		   (flags & (SLOTF_RX_FIN | SLOTF_RX_SHUT | SLOTF_RESET)) || closed ||
+		   slot_errq_waiting(as); /* P readable for its POLLERR */
 	if (!readable && rx_tail > rx_head && s->lp && !atomic_exchange(&hpair_dir(s, 0)->rx_want, 1) &&
 	    ring_load(&hsock_ring(s, 0)->tail) != rx_tail)
 		goto again; /* below the mark: the next arrival rings (one came meanwhile: look again) */

@@ -141,6 +141,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->tx_blk, 0);
 	as->pair_seg = as->pair_tx = as->pair_rx = 0;
 	memset(&as->opts, 0, sizeof(as->opts));
+	atomic_store(&as->zc, 0);
 	if (hsock_rings_alloc(s) < 0) {
 		free(s); /* the socket id is not taken yet, the slot goes back */
 		p->slot_free[p->nfree++] = slot;

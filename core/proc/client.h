@@ -150,6 +150,10 @@ int vs_unref(uint32_t slot, uint32_t gen);
 int vs_unref_abort(uint32_t slot, uint32_t gen);
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
+/* recvmsg(MSG_ERRQUEUE): a MSG_ZEROCOPY notification into M, as the
+ * kernel's for a socket of FAMILY; 0, or -EAGAIN when none waits */
+struct msghdr;
+ssize_t vs_errqueue(uint32_t slot, int family, struct msghdr *m);
 int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_listen_stop(uint32_t slot, uint32_t gen); /* shutdown(2) of a listener */
 int vs_take_error(uint32_t slot);

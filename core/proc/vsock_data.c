@@ -475,8 +475,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
 	uint64_t target;
 	int32_t lowat;
-	if (flags & MSG_ERRQUEUE)
-		return -EAGAIN; /* nothing is queued on an rshare socket's error queue */
+	if (flags & MSG_ERRQUEUE) /* a notification taken, its message lost (vsock_errq.c) */
+		return vs_errq_take(cl_slot(slot), &(uint32_t){0}, &(uint32_t){0}) ? 0 : -EAGAIN;
 	if (flags & MSG_OOB)
 		return -EINVAL; /* urgent data goes inline (rshare(7)): none is ever waiting */
 	xfer_init(&x, slot, iov, iovcnt, flags, 0);
@@ -569,6 +569,8 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 	if (vs_call_begin(slot))
 		return -EBADF;
 	r = send_call(slot, iov, iovcnt, flags);
+	if (r > 0 && (flags & MSG_ZEROCOPY))
+		vs_errq_sent(slot, flags);
 	vs_call_end(slot);
 	return r;
 }

@@ -25,6 +25,10 @@ extern _Atomic uint32_t vs_proc_refs[CL_SLOTS] VS_HIDDEN; /* descriptors of this
 extern _Atomic int vs_poll_fds[CL_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
 extern _Atomic uint8_t vs_poll_selfs[CL_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
 
+/* the error queue of MSG_ZEROCOPY notifications (vsock_errq.c) */
+void vs_errq_sent(uint32_t slot, int flags) VS_HIDDEN;
+int vs_errq_take(struct arena_slot *as, uint32_t *lo, uint32_t *hi) VS_HIDDEN;
+
 /* CLOCK_MONOTONIC in nanoseconds: spinning, stall and socket timeouts */
 static inline uint64_t vs_now_ns(void)
 {

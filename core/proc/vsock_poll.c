@@ -167,7 +167,7 @@ unsigned vs_poll_mask(uint32_t slot)
 	struct vring v;
 	if (cl_hub_dead() || st == SLOT_CLOSED)
 		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLRDHUP | POLLHUP |
-		       (atomic_load(&as->error) ? POLLERR : 0);
+		       (atomic_load(&as->error) || slot_errq_waiting(as) ? POLLERR : 0);
 	if (st == SLOT_CONNECTING)
 		return 0;
 	if (st == SLOT_FALLBACK)
@@ -192,8 +192,8 @@ unsigned vs_poll_mask(uint32_t slot)
 		m |= POLLOUT | POLLWRNORM;
 	if ((fl & SLOTF_TX_SHUT) && (fl & (SLOTF_RX_FIN | SLOTF_RX_SHUT)))
 		m |= POLLHUP; /* both directions shut */
-	if (atomic_load(&as->error))
-		m |= POLLERR;
+	if (atomic_load(&as->error) || slot_errq_waiting(as))
+		m |= POLLERR; /* or a MSG_ZEROCOPY notification waits (vsock_errq.c) */
 	return m;
 }
 
@@ -218,8 +218,8 @@ void vs_rx_settle(uint32_t slot, struct arena_slot *as)
 {
 	char b[64];
 	int fd = vs_poll_fds[slot] - 1;
-	if (fd < 0 || !atomic_load(&as->rx_sig))
-		return;
+	if (fd < 0 || !atomic_load(&as->rx_sig) || slot_errq_waiting(as))
+		return; /* (a notification waits: epoll is to see it, vsock_errq.c) */
 	atomic_store(&as->rx_sig, 0);
 	while (rd_take(fd, b, sizeof(b)) == sizeof(b))
 		;

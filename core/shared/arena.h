@@ -40,7 +40,7 @@
 #include "sys.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 9
+#define ARENA_VERSION 10
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -92,6 +92,7 @@ enum slot_state {
 #define SLOT_OPTI_KEEPCNT 6        /* TCP_KEEPCNT */
 #define SLOT_OPTI_USER_TIMEOUT 7   /* TCP_USER_TIMEOUT, ms */
 #define SLOT_OPTI_RCVLOWAT 3       /* SO_RCVLOWAT, bytes */
+#define SLOT_OPTB_ZEROCOPY 7       /* bit of bools: SO_ZEROCOPY (core/proc/vsock_errq.c) */
 struct slot_opts {
 	_Atomic uint32_t set;      /* bit per option of the table: the program set it */
 	_Atomic uint32_t bools;    /* the values of the on/off ones */
@@ -140,6 +141,10 @@ struct arena_slot {
 	 * (tx_hold), then moves the ring only if the process is not in */
 	_Atomic uint32_t rx_in, rx_hold, tx_in, tx_hold;
 	struct slot_opts opts;
+	/* MSG_ZEROCOPY (core/proc/vsock_errq.c): the number of the next send
+	 * (high 32 bits) and how many of the sends before it have their
+	 * notification waiting on the error queue (low 32); processes only */
+	_Atomic uint64_t zc;
 	/* verbs: which ring the receive geometry is, as the tag the peer's
 	 * placed tails for it carry (placed_tag()) */
 	_Atomic uint32_t rx_placed_tag;
@@ -164,6 +169,14 @@ static inline uint64_t slot_rcvlowat(const struct arena_slot *as, uint64_t size)
 	if (v <= 1 || cap <= 1)
 		return 1;
 	return (uint64_t)v < cap ? (uint64_t)v : cap;
+}
+
+/* A MSG_ZEROCOPY notification waits on the error queue of slot AS
+ * (core/proc/vsock_errq.c): POLLERR, and the readiness descriptor reads
+ * as readable so that epoll reports it (core/hub/ready.c). */
+static inline int slot_errq_waiting(const struct arena_slot *as)
+{
+	return (uint32_t)__atomic_load_n(&as->zc, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* A placed tail: the low PLACED_POS_BITS of the position, the ring's tag
