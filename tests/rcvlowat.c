@@ -24,6 +24,10 @@
  *             other 200
  *   timeo     SO_RCVLOWAT 2000 and SO_RCVTIMEO 300 ms, 1100 come: the
  *             recv returns them when the time is up
+ *   peek      a blocking recv with MSG_PEEK waits for the mark as a read
+ *             does, and takes the bytes after those it saw (">=1000", the
+ *             stream's bytes), which a recv then reads; with MSG_WAITALL
+ *             (and the mark at 1) it waits for its whole length
  *   eof       400 then end of stream: readable, 400, then 0
  *   edge      an edge-triggered epoll set: 400 raise nothing, 700 more do
  * Every line names outcomes, never times, and is the same on kernel TCP
@@ -49,6 +53,7 @@
 #include "helpers.h"
 
 #define MARK 1000
+#define SEED 11
 
 static void msleep(int ms)
 {
@@ -59,14 +64,18 @@ static void msleep(int ms)
 
 /* ---- the writer ---- */
 
+/* the connection's next N bytes of its stream (t_stream_fill, SEED) */
 static void write_n(int fd, size_t n)
 {
 	static uint8_t buf[65536];
+	static uint64_t pos;
 	while (n) {
 		size_t k = n < sizeof(buf) ? n : sizeof(buf);
+		t_stream_fill(SEED, pos, buf, k);
 		if (t_write_full(fd, buf, k) < 0)
 			t_die("write: %s", strerror(errno));
 		n -= k;
+		pos += k;
 	}
 }
 
@@ -308,6 +317,34 @@ static void case_timeo(void)
 	close(fd);
 }
 
+/* whether the R bytes of BUF are the stream's from POS on */
+static const char *intact(const uint8_t *buf, ssize_t r, uint64_t pos)
+{
+	return r > 0 && t_stream_check(SEED, pos, buf, (size_t)r) >= 0 ? " NOT intact" : "";
+}
+
+static void case_peek(void)
+{
+	static uint8_t buf[4096], got[4096];
+	int fd = open_conn(NULL);
+	ssize_t r;
+	set_mark(fd, MARK);
+	ask(fd, "w 400 300 1100\n");
+	r = recv(fd, buf, sizeof(buf), MSG_PEEK);
+	printf("peek: recv MSG_PEEK %s%s", r < 0 ? ret(r) : r >= MARK ? ">=1000" : "<1000", intact(buf, r, 0));
+	if (await_bytes(fd, 1500) < 0)
+		t_die("peek: the 1500 bytes did not come");
+	r = recv(fd, got, sizeof(got), MSG_DONTWAIT);
+	printf(", then recv %s%s", ret(r), intact(got, r, 0));
+	set_mark(fd, 1);
+	ask(fd, "w 400 300 1100\n");
+	r = recv(fd, buf, 1500, MSG_PEEK | MSG_WAITALL);
+	printf("; mark 1, MSG_PEEK|MSG_WAITALL of 1500 %s%s", ret(r), intact(buf, r, 1500));
+	r = recv(fd, got, sizeof(got), MSG_DONTWAIT);
+	printf(", then recv %s%s\n", ret(r), intact(got, r, 1500));
+	close(fd);
+}
+
 static void case_eof(void)
 {
 	static char buf[4096];
@@ -351,6 +388,7 @@ static int client(const char *addr, int port)
 	case_block();
 	case_short();
 	case_timeo();
+	case_peek();
 	case_eof();
 	case_edge();
 	return 0;

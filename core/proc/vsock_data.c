@@ -472,7 +472,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 {
 	struct xfer x;
 	struct arena_slot *as;
-	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	int peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL;
 	uint64_t target;
 	int32_t lowat;
 	if (flags & MSG_ERRQUEUE) /* a notification taken, its message lost (vsock_errq.c) */
@@ -484,10 +484,11 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	if (x.want == 0)
 		return 0;
 	/* as tcp_recvmsg: a blocking read goes on until it has the length
-	 * (MSG_WAITALL) or SO_RCVLOWAT bytes, whichever is less; a peek takes
-	 * what is there */
+	 * (MSG_WAITALL) or SO_RCVLOWAT bytes, whichever is less; a peek too,
+	 * each pass taking the bytes after those it saw (or once the ring is
+	 * full: no more can come while they stay) */
 	lowat = __atomic_load_n(&as->opts.ival[SLOT_OPTI_RCVLOWAT], __ATOMIC_RELAXED);
-	target = waitall ? x.want : peek || lowat <= 1 ? 1 : (uint64_t)lowat < x.want ? (uint64_t)lowat : x.want;
+	target = waitall ? x.want : lowat <= 1 ? 1 : (uint64_t)lowat < x.want ? (uint64_t)lowat : x.want;
 	vs_lock(&as->rx_lock, &as->rx_in);
 	for (;;) {
 		uint32_t seq = atomic_load(&as->rx_seq);
@@ -511,12 +512,13 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		avail = tail - head;
 		if (avail > x.v.size)
 			avail = 0; /* a corrupt counter (only the writer could): give nothing */
-		if (avail) {
-			uint64_t pos = head + xfer_copy(&x, head, avail, 1);
+		if (avail > (peek ? x.total : 0)) {
+			uint64_t from = peek ? head + x.total : head;
+			uint64_t pos = from + xfer_copy(&x, from, tail - from, 1);
 			if (!peek)
 				recv_consumed(&x, tail, pos);
 			vs_ring_leave(&as->rx_in);
-			if (x.total >= target)
+			if (x.total >= target || (peek && avail >= x.v.size))
 				break;
 			continue;
 		}
