@@ -77,8 +77,12 @@ void pfd_forget(int fd)
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
 		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;
-		/* SO_LINGER on with a zero time: close resets, as on kernel TCP */
-		int abort = p->kind == FD_RS && so_abortive(fd, p);
+		/* SO_LINGER on with a zero time: close resets, as on kernel
+		 * TCP; with a time, the last close waits for the peer to have
+		 * the bytes, at most that long */
+		int lg = p->kind == FD_RS ? so_linger(fd, p) : 0, abort = lg < 0;
+		if (lg > 0)
+			vs_linger(slot, lg);
 		rd_closing(fd, p);
 		if (evfd >= 0)
 			ep_listener_closing(fd);

@@ -207,8 +207,9 @@ PL_HIDDEN void pass_received(const struct msghdr *m);
 /* sockopt.c: the options set on fd's kernel socket go to its slot */
 PL_HIDDEN void so_carry(int fd, struct pfd *p);
 PL_HIDDEN void so_inherit(int lfd, const struct pfd *lp, uint32_t slot);
-/* SO_LINGER on with a zero time: a last close resets */
-PL_HIDDEN int so_abortive(int fd, const struct pfd *p);
+/* SO_LINGER: 0 off, -1 on with a zero time (a last close resets), else
+ * its time in seconds (a last close waits that long at most: vs_linger) */
+PL_HIDDEN int so_linger(int fd, const struct pfd *p);
 
 /* exec.c: in the new program, take up the sockets the old one kept; and
  * before a program starts, what goes along (see exec.c), undone by

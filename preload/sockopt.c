@@ -191,7 +191,7 @@ static int so_stand_in(int family, int scratch)
 	return fd;
 }
 
-int so_abortive(int fd, const struct pfd *p)
+int so_linger(int fd, const struct pfd *p)
 {
 	struct linger l = {0, 0};
 	socklen_t ll = sizeof(l);
@@ -201,7 +201,7 @@ int so_abortive(int fd, const struct pfd *p)
 		memcpy(&l, as->opts.linger, sizeof(l));
 	else if (R(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &l, &ll) < 0)
 		return 0;
-	return l.l_onoff && !l.l_linger;
+	return !l.l_onoff ? 0 : l.l_linger > 0 ? l.l_linger : -1;
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)

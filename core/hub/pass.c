@@ -40,6 +40,8 @@ static void pass_end(struct hub *h, struct hpass *ps)
 	close(ps->ofd);
 	if (s && s->gen == ps->gen && s->nholders && --s->nholders == 0)
 		hsock_release(h, s, s->abort_asked);
+	else if (s && s->gen == ps->gen)
+		hsock_holders_told(s);
 	hub_defer_free(h, ps);
 }
 
@@ -92,6 +94,7 @@ int hpass_new(struct hub *h, struct hsock *s, uid_t uid, int ofd)
 		return -ENOBUFS;
 	}
 	s->nholders++; /* the copy in flight */
+	hsock_holders_told(s);
 	h->passes[at] = ps;
 	h->npasses++;
 	return sv[1];

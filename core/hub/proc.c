@@ -119,6 +119,8 @@ void proc_free(struct hub *h, struct proc *pr)
 		struct hsock *s = h->socks[pr->socks[i]];
 		if (s && s->nholders && --s->nholders == 0)
 			hsock_release(h, s, linger0(s));
+		else if (s)
+			hsock_holders_told(s);
 	}
 	if (pr->pool && pr->cell)
 		pr->pool->cell_proc[pr->cell - 1] = NULL;

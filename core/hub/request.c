@@ -141,8 +141,10 @@ static void req_fork(struct hub *h, struct proc *pr, const struct msg_req *q, st
 	pr->token = proc_token();
 	for (uint32_t i = 0; i < parent->nsocks; i++) {
 		struct hsock *hs = h->socks[parent->socks[i]];
-		if (hs && proc_hold(pr, hs->sid) == 0)
+		if (hs && proc_hold(pr, hs->sid) == 0) {
 			hs->nholders++;
+			hsock_holders_told(hs);
+		}
 	}
 	r->rep.token = pr->token;
 }
@@ -291,6 +293,8 @@ static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q,
 	if (--s->nholders == 0) {
 		r->rep.gen = 1;
 		hsock_release(h, s, s->abort_asked);
+	} else {
+		hsock_holders_told(s);
 	}
 }
 
@@ -348,6 +352,7 @@ static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, s
 			return;
 		}
 		s->nholders++;
+		hsock_holders_told(s);
 	}
 	/* the descriptor passed; the pool's, if it joins it; a listener's wake-up */
 	r->fds[r->nfds++] = ps ? ps->ofd : r->rfd;
@@ -484,6 +489,7 @@ static void answer(struct hub *h, struct proc *pr, const struct msg_req *q, stru
 			r->rep.status = -ENOMEM;
 		} else {
 			r->hold->nholders++;
+			hsock_holders_told(r->hold);
 			r->rep.slot = r->hold->slot;
 			r->rep.gen = r->hold->gen;
 		}

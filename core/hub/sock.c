@@ -142,6 +142,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	as->pair_seg = as->pair_tx = as->pair_rx = 0;
 	memset(&as->opts, 0, sizeof(as->opts));
 	atomic_store(&as->zc, 0);
+	atomic_store(&as->holders, 0);
 	if (hsock_rings_alloc(s) < 0) {
 		free(s); /* the socket id is not taken yet, the slot goes back */
 		p->slot_free[p->nfree++] = slot;
@@ -264,6 +265,13 @@ void hsock_linger(struct hub *h, struct hsock *s)
 		hsock_free(h, s);
 	else
 		s->state = HS_LINGER;
+}
+
+/* s->nholders moved: told in the slot (vs_linger of core/proc reads it) */
+void hsock_holders_told(struct hsock *s)
+{
+	if (s->as)
+		atomic_store(&s->as->holders, s->nholders);
 }
 
 /* ---- waking processes, ending sockets ---- */

@@ -148,6 +148,9 @@ void vs_ref(uint32_t slot);
 int vs_unref(uint32_t slot, uint32_t gen);
 /* the same, and a last release resets the connection (SO_LINGER 0) */
 int vs_unref_abort(uint32_t slot, uint32_t gen);
+/* before the last close of a socket with SO_LINGER on and a time of SECS:
+ * until the peer has every byte, at most SECS (vsock.c) */
+void vs_linger(uint32_t slot, int secs);
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags);
 /* recvmsg(MSG_ERRQUEUE): a MSG_ZEROCOPY notification into M, as the

@@ -198,6 +198,32 @@ static int release(uint32_t slot, uint32_t gen, int abort, int late)
 	return ret;
 }
 
+/* A close with SO_LINGER on and a time of SECS, of the last descriptor
+ * anywhere (this process's last, and the hub counts one holder): until
+ * the peer has every byte written (the send ring is empty: the hub frees
+ * its bytes as their writes complete), the time is up, a signal comes or
+ * the connection ends, as tcp_close waits (sk_stream_wait_close).  On one
+ * node the bytes in the ring are in the peer's buffer already: no wait. */
+void vs_linger(uint32_t slot, int secs)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint64_t end = vs_now_ns() + (uint64_t)secs * 1000000000u;
+	if (secs <= 0 || as->pair_seg || atomic_load(&as->holders) > 1 || atomic_load(&vs_proc_refs[slot]) != 1)
+		return;
+	for (;;) {
+		uint32_t seq = atomic_load(&as->wake_seq);
+		uint64_t now = vs_now_ns();
+		struct vring v;
+		int w;
+		if (atomic_load(&as->state) != SLOT_ESTABLISHED || vring_of(slot, as, 1, &v) < 0 ||
+		    ring_load(&v.c->tail) == ring_load(&v.c->head) || now >= end)
+			return;
+		w = vs_wait_seq_for(as, seq, end - now);
+		if (w == -EINTR || w == -ECONNRESET)
+			return; /* a signal, as the kernel's; the hub gone */
+	}
+}
+
 int vs_unref(uint32_t slot, uint32_t gen)
 {
 	return unref(slot, gen, 0);

@@ -145,6 +145,10 @@ struct arena_slot {
 	 * (high 32 bits) and how many of the sends before it have their
 	 * notification waiting on the error queue (low 32); processes only */
 	_Atomic uint64_t zc;
+	/* the processes that hold the socket, as the hub counts them (it
+	 * writes, processes read): a close with SO_LINGER waits only where
+	 * it drops the last (core/proc/vsock.c: vs_linger) */
+	_Atomic uint32_t holders;
 	/* verbs: which ring the receive geometry is, as the tag the peer's
 	 * placed tails for it carry (placed_tag()) */
 	_Atomic uint32_t rx_placed_tag;
