@@ -15,7 +15,9 @@
  * changes (so_carry), and those set on a listener go to the connections
  * it accepts (so_inherit).  getsockopt answers SO_ERROR, SO_ACCEPTCONN and
  * SO_RCVBUF/SO_SNDBUF (the rings' sizes, unless the program set them)
- * itself, and TCP_INFO's state from the connection's.  O_NONBLOCK (fcntl
+ * itself, TCP_INFO's state from the connection's, and SO_PEEK_OFF (state
+ * that recv moves, kept in the slot: the kernel only says whether it has
+ * the option).  O_NONBLOCK (fcntl
  * F_SETFL, ioctl FIONBIO) is kept in the slot's flags; a kernel listener
  * and a readiness descriptor stay nonblocking whatever the application
  * asks, and F_GETFL tells it what it asked.  FIONREAD is the bytes waiting
@@ -215,6 +217,8 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	}
 	/* the kernel checks the arguments; its answer stands */
 	r = R(setsockopt)(k, level, name, val, len);
+	if (r == 0 && p && p->kind == FD_RS && level == SOL_SOCKET && name == SO_PEEK_OFF && len >= sizeof(int))
+		atomic_store(&cl_slot(p->slot)->peek_off, *(const int *)val); /* state: the readers move it */
 	if (r < 0 || !p || (i = so_find(level, name)) < 0)
 		return r;
 	if (p->kind == FD_RS) {
@@ -294,6 +298,9 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	r = R(getsockopt)(k, level, name, val, len);
 	if (r == 0 && level == IPPROTO_TCP && name == TCP_INFO)
 		so_tcp_info(as, val, *len);
+	/* the kernel says whether it has the option; the slot where it is */
+	if (r == 0 && level == SOL_SOCKET && name == SO_PEEK_OFF && *len >= sizeof(int))
+		*(int *)val = atomic_load(&as->peek_off);
 	return r;
 }
 

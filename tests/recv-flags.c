@@ -19,6 +19,11 @@
  *          waiting stay for the next read
  *   errq   recvmsg MSG_ERRQUEUE with nothing on the error queue: EAGAIN,
  *          and the 200 bytes waiting stay for the next read
+ *   peekoff SO_PEEK_OFF (Linux 6.10 on, for TCP): 3000 waiting, the
+ *          offset set to 0; each MSG_PEEK starts at it and moves it on,
+ *          each read moves it back by what it took; -1 turns it off.
+ *          Where each call's bytes start in the stream, and the offset
+ *          after it ("peekoff: not here" where the kernel refuses it)
  * Every line names outcomes, never times, and is the same on kernel TCP
  * and on rshare (tests/recv-msg-trunc-and-msg-oob-as-on-kernel-tcp.bats).
  */
@@ -180,6 +185,51 @@ static void case_errq(void)
 	close(fd);
 }
 
+#ifndef SO_PEEK_OFF
+#define SO_PEEK_OFF 42
+#endif
+
+/* a call's bytes: where they start in the stream (the writer's bytes
+ * say), and SO_PEEK_OFF after it */
+static void peek_step(int fd, const char *what, size_t n, int flags)
+{
+	static uint8_t buf[4096];
+	int off = -2;
+	socklen_t l = sizeof(off);
+	ssize_t r = recv(fd, buf, n, flags);
+	long long at = -1;
+	for (uint64_t p = 0; r > 0 && p < 3000; p++)
+		if (t_stream_check(SEED, p, buf, (size_t)r) < 0) {
+			at = (long long)p;
+			break;
+		}
+	getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, &l);
+	printf(", %s %s from %lld, off %d", what, ret(r), at, off);
+}
+
+static void case_peekoff(void)
+{
+	int fd = open_conn(), zero = 0, off = -2, none = -1;
+	socklen_t l = sizeof(off);
+	want(fd, 3000);
+	if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) < 0) {
+		printf("peekoff: not here (%s)\n", strerror(errno));
+		close(fd);
+		return;
+	}
+	getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, &l);
+	printf("peekoff: set 0 reads %d", off);
+	peek_step(fd, "peek 1000", 1000, MSG_PEEK);
+	peek_step(fd, "peek 1000", 1000, MSG_PEEK);
+	peek_step(fd, "read 1500", 1500, 0);
+	peek_step(fd, "peek 300", 300, MSG_PEEK);
+	setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &none, sizeof(none));
+	peek_step(fd, "off -1, peek 200", 200, MSG_PEEK);
+	peek_step(fd, "read 1500", 1500, 0);
+	printf("\n");
+	close(fd);
+}
+
 static int client(const char *addr, int port)
 {
 	peer.sin_family = AF_INET;
@@ -190,6 +240,7 @@ static int client(const char *addr, int port)
 	case_part();
 	case_oob();
 	case_errq();
+	case_peekoff();
 	return 0;
 }
 

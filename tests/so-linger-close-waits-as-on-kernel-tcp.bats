@@ -9,6 +9,7 @@
 # returned at once, the bytes still going.  Within one node rshare's bytes
 # are in the peer's ring once written, so such a close does not wait
 # (rshare(7)).
+# waits: closes that linger, and readers that sleep seconds (tests/run runs it beside the others)
 
 load lib
 

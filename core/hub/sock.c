@@ -143,6 +143,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	memset(&as->opts, 0, sizeof(as->opts));
 	atomic_store(&as->zc, 0);
 	atomic_store(&as->holders, 0);
+	atomic_store(&as->peek_off, -1);
 	if (hsock_rings_alloc(s) < 0) {
 		free(s); /* the socket id is not taken yet, the slot goes back */
 		p->slot_free[p->nfree++] = slot;

@@ -473,7 +473,7 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 	struct xfer x;
 	struct arena_slot *as;
 	int peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL;
-	uint64_t target;
+	uint64_t target, skip;
 	int32_t lowat;
 	if (flags & MSG_ERRQUEUE) /* a notification taken, its message lost (vsock_errq.c) */
 		return vs_errq_take(cl_slot(slot), &(uint32_t){0}, &(uint32_t){0}) ? 0 : -EAGAIN;
@@ -485,11 +485,12 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		return 0;
 	/* as tcp_recvmsg: a blocking read goes on until it has the length
 	 * (MSG_WAITALL) or SO_RCVLOWAT bytes, whichever is less; a peek too,
-	 * each pass taking the bytes after those it saw (or once the ring is
-	 * full: no more can come while they stay) */
+	 * from SO_PEEK_OFF on, each pass taking the bytes after those it saw
+	 * (or once the ring is full: no more can come while they stay) */
 	lowat = __atomic_load_n(&as->opts.ival[SLOT_OPTI_RCVLOWAT], __ATOMIC_RELAXED);
 	target = waitall ? x.want : lowat <= 1 ? 1 : (uint64_t)lowat < x.want ? (uint64_t)lowat : x.want;
 	vs_lock(&as->rx_lock, &as->rx_in);
+	skip = peek ? peek_off_skip(as) : 0;
 	for (;;) {
 		uint32_t seq = atomic_load(&as->rx_seq);
 		/* the flags before the tail: the hub publishes the last bytes'
@@ -512,8 +513,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		avail = tail - head;
 		if (avail > x.v.size)
 			avail = 0; /* a corrupt counter (only the writer could): give nothing */
-		if (avail > (peek ? x.total : 0)) {
-			uint64_t from = peek ? head + x.total : head;
+		if (avail > (peek ? skip + x.total : 0)) {
+			uint64_t from = peek ? head + skip + x.total : head;
 			uint64_t pos = from + xfer_copy(&x, from, tail - from, 1);
 			if (!peek)
 				recv_consumed(&x, tail, pos);
@@ -531,6 +532,8 @@ VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		if (vring_tail(&x.v, head) - head < slot_rcvlowat(as, x.v.size))
 			vs_rx_settle(slot, as);
 	}
+	if (x.total)
+		peek_off_move(as, peek, x.total);
 	pthread_mutex_unlock(&as->rx_lock);
 	return x.total ? (ssize_t)x.total : x.ret;
 }

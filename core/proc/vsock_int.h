@@ -25,6 +25,22 @@ extern _Atomic uint32_t vs_proc_refs[CL_SLOTS] VS_HIDDEN; /* descriptors of this
 extern _Atomic int vs_poll_fds[CL_SLOTS] VS_HIDDEN; /* readiness descriptor + 1, 0 when none */
 extern _Atomic uint8_t vs_poll_selfs[CL_SLOTS] VS_HIDDEN; /* 1: that descriptor is the program's */
 
+/* SO_PEEK_OFF (arena.h: peek_off), under rx_lock: where a peek starts
+ * past the reader; and its move after a call took N bytes: a peek moves
+ * it on, a read back (not below 0), as sk_peek_offset_fwd and _bwd */
+static inline uint64_t peek_off_skip(struct arena_slot *as)
+{
+	int32_t o = atomic_load(&as->peek_off);
+	return o > 0 ? (uint64_t)o : 0;
+}
+
+static inline void peek_off_move(struct arena_slot *as, int peek, uint64_t n)
+{
+	int32_t o = atomic_load(&as->peek_off);
+	if (o >= 0)
+		atomic_store(&as->peek_off, peek ? (int32_t)(o + n) : (uint64_t)o > n ? (int32_t)(o - n) : 0);
+}
+
 /* the error queue of MSG_ZEROCOPY notifications (vsock_errq.c) */
 void vs_errq_sent(uint32_t slot, int flags) VS_HIDDEN;
 int vs_errq_take(struct arena_slot *as, uint32_t *lo, uint32_t *hi) VS_HIDDEN;

@@ -149,6 +149,10 @@ struct arena_slot {
 	 * writes, processes read): a close with SO_LINGER waits only where
 	 * it drops the last (core/proc/vsock.c: vs_linger) */
 	_Atomic uint32_t holders;
+	/* SO_PEEK_OFF (Linux 6.10 on): where the next MSG_PEEK starts past
+	 * the reader, -1 when off (the hub's at hand-out); the readers move
+	 * it, under rx_lock (core/proc/vsock_data.c: recv_call) */
+	_Atomic int32_t peek_off;
 	/* verbs: which ring the receive geometry is, as the tag the peer's
 	 * placed tails for it carry (placed_tag()) */
 	_Atomic uint32_t rx_placed_tag;
