@@ -141,6 +141,19 @@ struct arena_slot {
 	 * (tx_hold), then moves the ring only if the process is not in */
 	_Atomic uint32_t rx_in, rx_hold, tx_in, tx_hold;
 	struct slot_opts opts;
+	/* verbs: which ring the receive geometry is, as the tag the peer's
+	 * placed tails for it carry (placed_tag()) */
+	_Atomic uint32_t rx_placed_tag;
+	/* verbs: where the peer's last write ended, written by the peer's hub
+	 * with an RDMA WRITE after the write's bytes (RC places them in
+	 * order), so that a reader that polls sees data before its own hub
+	 * has looked: PLACED_POS_BITS of stream position under the ring's tag.
+	 * The peer can write this line only (its own registration), and the
+	 * reader believes it only within its ring's window past the hub's
+	 * tail (core/proc/vsock_int.h: vring_tail) */
+	_Atomic uint64_t rx_placed __attribute__((aligned(64)));
+	/* The rest of rx_placed's line (the peer's registration is its 8
+	 * bytes alone), so that the slot keeps its size: */
 	/* MSG_ZEROCOPY (core/proc/vsock_errq.c): the number of the next send
 	 * (high 32 bits) and how many of the sends before it have their
 	 * notification waiting on the error queue (low 32); processes only */
@@ -153,18 +166,10 @@ struct arena_slot {
 	 * the reader, -1 when off (the hub's at hand-out); the readers move
 	 * it, under rx_lock (core/proc/vsock_data.c: recv_call) */
 	_Atomic int32_t peek_off;
-	/* verbs: which ring the receive geometry is, as the tag the peer's
-	 * placed tails for it carry (placed_tag()) */
-	_Atomic uint32_t rx_placed_tag;
-	/* verbs: where the peer's last write ended, written by the peer's hub
-	 * with an RDMA WRITE after the write's bytes (RC places them in
-	 * order), so that a reader that polls sees data before its own hub
-	 * has looked: PLACED_POS_BITS of stream position under the ring's tag.
-	 * The peer can write this line only (its own registration), and the
-	 * reader believes it only within its ring's window past the hub's
-	 * tail (core/proc/vsock_int.h: vring_tail) */
-	_Atomic uint64_t rx_placed __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
+/* ARENA_MAX_SLOTS of them, a ring and the header fit in the least arena
+ * (RSHARE_ARENA_MB 128, rshared(8)) */
+_Static_assert(sizeof(struct arena_slot) <= 448, "the slots outgrow a 128 MiB arena");
 
 /* The bytes a receive ring of SIZE holds before it reads as readable:
  * SO_RCVLOWAT (1 unless set), but at most seven eighths of the ring, which
@@ -182,9 +187,9 @@ static inline uint64_t slot_rcvlowat(const struct arena_slot *as, uint64_t size)
 /* A MSG_ZEROCOPY notification waits on the error queue of slot AS
  * (core/proc/vsock_errq.c): POLLERR, and the readiness descriptor reads
  * as readable so that epoll reports it (core/hub/ready.c). */
-static inline int slot_errq_waiting(const struct arena_slot *as)
+static inline int slot_errq_waiting(struct arena_slot *as)
 {
-	return (uint32_t)__atomic_load_n(&as->zc, __ATOMIC_ACQUIRE) != 0;
+	return (uint32_t)atomic_load_explicit(&as->zc, memory_order_acquire) != 0;
 }
 
 /* A placed tail: the low PLACED_POS_BITS of the position, the ring's tag
