@@ -9,12 +9,16 @@
 #ifndef RSHARE_TEST_HELPERS_H
 #define RSHARE_TEST_HELPERS_H
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define T_PASS 0
@@ -134,6 +138,66 @@ static inline ssize_t t_read_full(int fd, void *buf, size_t len)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+/* ---- programs run once on kernel TCP and once on rshare (rs_vs_kernel):
+ * "PROG -s PORT" serves, each connection in a child of its own, and
+ * "PROG -c ADDR PORT" is the client that prints what it saw ---- */
+
+/* An IPv4 listener on PORT, any address, SO_REUSEADDR; dies on error. */
+static inline int t_listen4(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
+		t_die("server: %s", strerror(errno));
+	return lfd;
+}
+
+/* Prints "ready", then hands each connection LFD accepts to SERVE in a
+ * child (SERVE ends it; the children are not waited for). */
+static inline __attribute__((noreturn)) void t_serve_forked(int lfd, void (*serve)(int fd))
+{
+	signal(SIGCHLD, SIG_IGN);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			t_die("accept: %s", strerror(errno));
+		}
+		if (fork() == 0) {
+			close(lfd);
+			serve(fd);
+			_exit(0);
+		}
+		close(fd);
+	}
+}
+
+/* The client's peer, ADDR:PORT; dies on a bad address. */
+static inline struct sockaddr_in t_peer4(const char *addr, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		t_die("bad address %s", addr);
+	return a;
+}
+
+/* main of such a program: -s PORT or -c ADDR PORT, else USAGE and 2 */
+static inline int t_serve_or_ask(int argc, char **argv, const char *usage, int (*server)(int port),
+				 int (*client)(const char *addr, int port))
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "-s"))
+		return server(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "-c"))
+		return client(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: %s\n", usage);
+	return 2;
 }
 
 #endif

@@ -105,43 +105,28 @@ static void serve(int fd)
 	_exit(0);
 }
 
+/* a connection's first line: the mark it took from its listener; then
+ * its own reads of commands are woken by every byte (the kernel wakes a
+ * reader only once the mark is reached, whatever the length it reads) */
+static void serve_conn(int fd)
+{
+	int v = -1, one = 1;
+	socklen_t l = sizeof(v);
+	char got[32];
+	getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l);
+	snprintf(got, sizeof(got), "%d\n", v);
+	setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	if (t_write_full(fd, got, strlen(got)) < 0)
+		_exit(1);
+	serve(fd);
+}
+
 static int server(int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int one = 1, mark = 700, lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
-		t_die("server: %s", strerror(errno));
+	int mark = 700, lfd = t_listen4(port);
 	/* what an accepted connection takes from its listener */
 	setsockopt(lfd, SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof(mark));
-	signal(SIGCHLD, SIG_IGN);
-	printf("ready\n");
-	fflush(stdout);
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL), v = -1;
-		socklen_t l = sizeof(v);
-		if (fd < 0) {
-			if (errno == EINTR)
-				continue;
-			t_die("accept: %s", strerror(errno));
-		}
-		if (fork() == 0) {
-			char got[32];
-			close(lfd);
-			/* the first line a connection gets: its inherited mark */
-			getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l);
-			snprintf(got, sizeof(got), "%d\n", v);
-			/* its own reads of commands: woken by every byte (the
-			 * kernel wakes a reader only once the mark is reached,
-			 * whatever the length it reads) */
-			one = 1;
-			setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
-			if (t_write_full(fd, got, strlen(got)) < 0)
-				_exit(1);
-			serve(fd);
-		}
-		close(fd);
-	}
+	t_serve_forked(lfd, serve_conn);
 }
 
 /* ---- the reader ---- */
@@ -378,10 +363,7 @@ static void case_edge(void)
 
 static int client(const char *addr, int port)
 {
-	peer.sin_family = AF_INET;
-	peer.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, addr, &peer.sin_addr) != 1)
-		t_die("bad address %s", addr);
+	peer = t_peer4(addr, port);
 	case_opt();
 	case_below();
 	case_reach();
@@ -396,11 +378,5 @@ static int client(const char *addr, int port)
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 3 && !strcmp(argv[1], "-s"))
-		return server(atoi(argv[2]));
-	if (argc == 4 && !strcmp(argv[1], "-c"))
-		return client(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: rcvlowat -s PORT | -c ADDR PORT\n");
-	return 2;
+	return t_serve_or_ask(argc, argv, "rcvlowat -s PORT | -c ADDR PORT", server, client);
 }

@@ -70,27 +70,7 @@ static void serve(int fd)
 
 static int server(int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 16) < 0)
-		t_die("server: %s", strerror(errno));
-	signal(SIGCHLD, SIG_IGN);
-	printf("ready\n");
-	fflush(stdout);
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
-		if (fd < 0) {
-			if (errno == EINTR)
-				continue;
-			t_die("accept: %s", strerror(errno));
-		}
-		if (fork() == 0) {
-			close(lfd);
-			serve(fd);
-		}
-		close(fd);
-	}
+	t_serve_forked(t_listen4(port), serve);
 }
 
 static struct sockaddr_in peer;
@@ -232,10 +212,7 @@ static void case_peekoff(void)
 
 static int client(const char *addr, int port)
 {
-	peer.sin_family = AF_INET;
-	peer.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, addr, &peer.sin_addr) != 1)
-		t_die("bad address %s", addr);
+	peer = t_peer4(addr, port);
 	case_drain();
 	case_part();
 	case_oob();
@@ -246,11 +223,5 @@ static int client(const char *addr, int port)
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 3 && !strcmp(argv[1], "-s"))
-		return server(atoi(argv[2]));
-	if (argc == 4 && !strcmp(argv[1], "-c"))
-		return client(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: recv-flags -s PORT | -c ADDR PORT\n");
-	return 2;
+	return t_serve_or_ask(argc, argv, "recv-flags -s PORT | -c ADDR PORT", server, client);
 }

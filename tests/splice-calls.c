@@ -233,11 +233,5 @@ static int client(const char *host, int port)
 
 int main(int argc, char **argv)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 3 && !strcmp(argv[1], "-s"))
-		return server(atoi(argv[2]));
-	if (argc == 4 && !strcmp(argv[1], "-c"))
-		return client(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: splice-calls -s PORT | -c HOST PORT\n");
-	return 2;
+	return t_serve_or_ask(argc, argv, "splice-calls -s PORT | -c HOST PORT", server, client);
 }
