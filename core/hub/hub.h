@@ -676,7 +676,7 @@ void hsock_port_hold(struct hub *h, struct hsock *s); /* accepted: its port stay
 void hsock_free(struct hub *h, struct hsock *s);
 void hsock_linger(struct hub *h, struct hsock *s);
 void hsock_wake(struct hsock *s);
-void hsock_holders_told(struct hsock *s);
+uint32_t hsock_holders_add(struct hsock *s, int d);
 void hsock_wake_for(struct hsock *s, int what); /* what: ARENA_WAKE_* */
 void hsock_set_closed(struct hsock *s, int err);
 void hsock_local_fin(struct hub *h, struct hsock *s);

@@ -38,10 +38,8 @@ static void pass_end(struct hub *h, struct hpass *ps)
 	hub_unwatch(h, ps->hfd);
 	close(ps->hfd);
 	close(ps->ofd);
-	if (s && s->gen == ps->gen && s->nholders && --s->nholders == 0)
+	if (s && s->gen == ps->gen && s->nholders && hsock_holders_add(s, -1) == 0)
 		hsock_release(h, s, s->abort_asked);
-	else if (s && s->gen == ps->gen)
-		hsock_holders_told(s);
 	hub_defer_free(h, ps);
 }
 
@@ -93,8 +91,7 @@ int hpass_new(struct hub *h, struct hsock *s, uid_t uid, int ofd)
 		free(ps);
 		return -ENOBUFS;
 	}
-	s->nholders++; /* the copy in flight */
-	hsock_holders_told(s);
+	hsock_holders_add(s, 1); /* the copy in flight */
 	h->passes[at] = ps;
 	h->npasses++;
 	return sv[1];

@@ -117,10 +117,8 @@ void proc_free(struct hub *h, struct proc *pr)
 		log_info("process %d gone holding %u sockets", (int)pr->pid, pr->nsocks);
 	for (uint32_t i = 0; i < pr->nsocks; i++) {
 		struct hsock *s = h->socks[pr->socks[i]];
-		if (s && s->nholders && --s->nholders == 0)
+		if (s && s->nholders && hsock_holders_add(s, -1) == 0)
 			hsock_release(h, s, linger0(s));
-		else if (s)
-			hsock_holders_told(s);
 	}
 	if (pr->pool && pr->cell)
 		pr->pool->cell_proc[pr->cell - 1] = NULL;

@@ -141,10 +141,8 @@ static void req_fork(struct hub *h, struct proc *pr, const struct msg_req *q, st
 	pr->token = proc_token();
 	for (uint32_t i = 0; i < parent->nsocks; i++) {
 		struct hsock *hs = h->socks[parent->socks[i]];
-		if (hs && proc_hold(pr, hs->sid) == 0) {
-			hs->nholders++;
-			hsock_holders_told(hs);
-		}
+		if (hs && proc_hold(pr, hs->sid) == 0)
+			hsock_holders_add(hs, 1);
 	}
 	r->rep.token = pr->token;
 }
@@ -290,11 +288,9 @@ static void req_release(struct hub *h, struct proc *pr, const struct msg_req *q,
 	 * child set SO_LINGER and closed too) may come last here, and the
 	 * kernel resets on the last close of a socket so set. */
 	s->abort_asked |= q->arg & 1;
-	if (--s->nholders == 0) {
+	if (hsock_holders_add(s, -1) == 0) {
 		r->rep.gen = 1;
 		hsock_release(h, s, s->abort_asked);
-	} else {
-		hsock_holders_told(s);
 	}
 }
 
@@ -351,8 +347,7 @@ static void req_adopt(struct hub *h, struct proc *pr, const struct msg_req *q, s
 			r->rep.status = -ENOMEM;
 			return;
 		}
-		s->nholders++;
-		hsock_holders_told(s);
+		hsock_holders_add(s, 1);
 	}
 	/* the descriptor passed; the pool's, if it joins it; a listener's wake-up */
 	r->fds[r->nfds++] = ps ? ps->ofd : r->rfd;
@@ -488,8 +483,7 @@ static void answer(struct hub *h, struct proc *pr, const struct msg_req *q, stru
 			hsock_release(h, r->hold, 1);
 			r->rep.status = -ENOMEM;
 		} else {
-			r->hold->nholders++;
-			hsock_holders_told(r->hold);
+			hsock_holders_add(r->hold, 1);
 			r->rep.slot = r->hold->slot;
 			r->rep.gen = r->hold->gen;
 		}

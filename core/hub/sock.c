@@ -268,11 +268,14 @@ void hsock_linger(struct hub *h, struct hsock *s)
 		s->state = HS_LINGER;
 }
 
-/* s->nholders moved: told in the slot (vs_linger of core/proc reads it) */
-void hsock_holders_told(struct hsock *s)
+/* s->nholders moved by D (+1 or -1), and told in the slot (vs_linger of
+ * core/proc reads it); the count now */
+uint32_t hsock_holders_add(struct hsock *s, int d)
 {
+	s->nholders += (uint32_t)d;
 	if (s->as)
 		atomic_store(&s->as->holders, s->nholders);
+	return s->nholders;
 }
 
 /* ---- waking processes, ending sockets ---- */

@@ -575,7 +575,7 @@ ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 		return -EBADF;
 	r = send_call(slot, iov, iovcnt, flags);
 	if (r > 0 && (flags & MSG_ZEROCOPY))
-		vs_errq_sent(slot, flags);
+		vs_errq_sent(slot);
 	vs_call_end(slot);
 	return r;
 }

@@ -33,14 +33,15 @@
 
 #include "vsock_int.h"
 
-/* A send with FLAGS returned bytes on SLOT: its notification queued; the
- * first to wait makes the readiness descriptor readable (the hub does, as
- * for data: core/hub/ready.c), so that epoll reports EPOLLERR. */
-void vs_errq_sent(uint32_t slot, int flags)
+/* A send with MSG_ZEROCOPY returned bytes on SLOT: with SO_ZEROCOPY, its
+ * notification queued; the first to wait makes the readiness descriptor
+ * readable (the hub does, as for data: core/hub/ready.c), so that epoll
+ * reports EPOLLERR. */
+void vs_errq_sent(uint32_t slot)
 {
 	struct arena_slot *as = cl_slot(slot);
 	uint64_t w, n;
-	if (!(flags & MSG_ZEROCOPY) || !(atomic_load(&as->opts.bools) & (1u << SLOT_OPTB_ZEROCOPY)))
+	if (!(atomic_load(&as->opts.bools) & (1u << SLOT_OPTB_ZEROCOPY)))
 		return;
 	w = atomic_load(&as->zc);
 	do

@@ -42,7 +42,7 @@ static inline void peek_off_move(struct arena_slot *as, int peek, uint64_t n)
 }
 
 /* the error queue of MSG_ZEROCOPY notifications (vsock_errq.c) */
-void vs_errq_sent(uint32_t slot, int flags) VS_HIDDEN;
+void vs_errq_sent(uint32_t slot) VS_HIDDEN;
 int vs_errq_take(struct arena_slot *as, uint32_t *lo, uint32_t *hi) VS_HIDDEN;
 
 /* CLOCK_MONOTONIC in nanoseconds: spinning, stall and socket timeouts */
