@@ -229,6 +229,9 @@ struct hsock {
 	/* a send ring that grew (resize.c): the old one, until the writes
 	 * posted from it (up to tx_old_until) completed */
 	uint64_t tx_old_off, tx_old_size, tx_old_until;
+	/* whether it should grow with its flow (resize.c): where and when
+	 * the send ring's last turn began */
+	uint64_t tx_ep_t0, tx_ep_h0;
 	/* a receive ring that changes size (resize.c): the new one offered
 	 * to the peer (RING) or waiting to be moved in, the stream position
 	 * from which the peer writes to it (RING_ACK), and the largest ring
@@ -236,8 +239,8 @@ struct hsock {
 	uint64_t rx_next_off, rx_next_size, rx_switch_at, rx_room;
 	uint32_t rx_next_rkey;
 	/* whether it should grow (resize.c): the epoch's start, credits
-	 * and hits, and the bytes a ms the epoch before moved */
-	uint64_t rx_ep_t0, rx_ep_h0, rx_prev_rate;
+	 * and hits */
+	uint64_t rx_ep_t0, rx_ep_h0;
 	uint32_t rx_ep_n, rx_hits;
 	/* the peer's next receive ring, from its RING, until we switch */
 	uint64_t peer_next_raddr;
@@ -273,14 +276,13 @@ struct hsock {
 		rx_switch : 1,      /* the RING_ACK came: the new ring waits for the reader to step out */
 		rx_limited : 1,     /* the peer used all of its credit since the last one we sent */
 		abort_asked : 1,    /* a holder closed it with SO_LINGER 0 (request.c) */
-		rx_grew : 1,        /* the last epoch grew the ring: is it worth it? */
-		rx_nogrow : 1,      /* it was not: no more until the connection idles */
 		peer_next : 1,      /* the peer's RING waits for our writes in flight to fit */
 		on_resized : 1,     /* on h->resized: a ring above its first size, or a move waiting */
 		touched : 1,        /* link: data went through its rings since they were last punched;
 				     * same node: established (looked at while it lives) */
 		idle_seen : 1,
 		tx_watch : 1,       /* a nonblocking writer waits for room: the hub watches its ring */
+		tx_full_seen : 1,   /* a completion found the send ring full in this turn */
 		suspended : 1,      /* its link was lost: it waits for a new one (resume.c) */
 		resuming : 1,       /* on the new link, the peer's RESUME not yet come */
 		susp_placed : 1,    /* the lost link's completed writes are in the peer's ring (verbs) */
@@ -730,6 +732,8 @@ static inline uint64_t hsock_ring_home(const struct hsock *s)
 int hsock_tx_grow(struct hub *h, struct hsock *s);
 /* The old send ring goes once the writes posted from it completed. */
 void hsock_tx_old_done(struct hsock *s);
+/* Writes of s completed (FULL: its send ring was full before): grow it? */
+void hsock_tx_completed(struct hub *h, struct hsock *s, int full);
 /* The credit check's ring: the largest the peer may be writing to. */
 static inline uint64_t hsock_rx_room(const struct hsock *s)
 {

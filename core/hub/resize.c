@@ -1,9 +1,10 @@
 /*
  * resize.c - rings that change size, as the kernel's socket buffers do:
  * send rings that grow under a writer whose reader stalled (blocked in
- * send, or waiting in poll for room), receive rings that grow
- * when the credit is what holds a connection back, both back to their
- * home size when the connection idles, and the exchange that makes the
+ * send, or waiting in poll for room) or with a fast flow on a link,
+ * receive rings that grow with a fast reader or when the credit is what
+ * holds a connection back, both back to their home size when the
+ * connection idles, and the exchange that makes the
  * sender's credit follow the receiver's ring.  A ring's home size is the
  * kernel's default buffer, except on verbs, where rings are registered
  * memory: there a ring starts small and goes to the default at its first
@@ -40,6 +41,8 @@
  * find the ring what held the connection back (hsock_rx_credited) */
 #define RX_EPOCH 16
 #define RX_GROW_HITS 4
+/* ... or the time of its flow that a ring should hold (both directions) */
+#define RING_HOLD_MS 1
 /* an idle connection: nothing moved for this long, its rings go back */
 #define RESIZE_IDLE_MS 1000
 
@@ -148,6 +151,29 @@ static void tx_shrink(struct hub *h, struct hsock *s)
 		log_debug("socket %u: idle send ring back to %llu bytes", s->sid, (unsigned long long)size);
 	}
 	gate_give(&s->as->tx_hold);
+}
+
+/* A link's send ring also grows with its flow, as the kernel's send
+ * buffer grows with the connection's window: it doubles, up to
+ * tcp_wmem's maximum, after a turn (its size in completed bytes) that
+ * took less than RING_HOLD_MS while a completion found it full: the
+ * writer waited for completions, not for its reader.  The hub moves it
+ * while the writer is out (it waits for room); else after the next turn. */
+void hsock_tx_completed(struct hub *h, struct hsock *s, int full)
+{
+	uint64_t now;
+	s->tx_full_seen |= full;
+	if (s->tx_done - s->tx_ep_h0 < s->tx_size)
+		return;
+	now = hub_now_ns();
+	if (s->tx_ep_t0 && s->tx_full_seen && now - s->tx_ep_t0 < RING_HOLD_MS * 1000000ull && !s->lp &&
+	    !s->tx_fixed && s->tx_size < h->tx_max && !s->tx_old_size && gate_take(&s->as->tx_in, &s->as->tx_hold)) {
+		hsock_tx_grow(h, s);
+		gate_give(&s->as->tx_hold);
+	}
+	s->tx_ep_t0 = now;
+	s->tx_ep_h0 = s->tx_done;
+	s->tx_full_seen = 0;
 }
 
 /* A nonblocking writer that found its send ring full waits in poll or
@@ -322,15 +348,16 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 	return 1;
 }
 
-/* Whether a receive ring should grow: by epochs of RX_EPOCH credits.  A
- * ring grows after an epoch in which the peer used all of its credit
- * and the reader had taken half of it back before the peer could send
- * more, RX_GROW_HITS times: the ring, not the reader, held the
- * connection back.  A growth is kept only when the next epoch moved
- * more bytes per second than the one before it (a larger ring is colder
- * in cache, and on soft the link's own TCP buffers cover the round
- * trip); else the ring goes back to the size before and grows no more
- * until the connection idles. */
+/* Whether a receive ring should grow, by epochs of RX_EPOCH credits, as
+ * the kernel's receive buffer does under a fast reader: a ring doubles
+ * after an epoch in which it held less than RING_HOLD_MS of the flow (the
+ * reader took more than a ring in that time: so small a ring turns over
+ * in a sliver of a time slice, and every quarter of it is one more
+ * credit, one more wake-up of the writer's side), or in which,
+ * RX_GROW_HITS times, the peer had used all of its credit and the
+ * reader had taken half of it back before more could come (the ring,
+ * not the reader, held the connection back: a slow link).  Up to
+ * tcp_rmem's maximum; back to the home size when the connection idles. */
 void hsock_rx_credited(struct hub *h, struct hsock *s)
 {
 	uint64_t head = hsock_rx_head(s, NULL), now, rate;
@@ -348,14 +375,8 @@ void hsock_rx_credited(struct hub *h, struct hsock *s)
 		return;
 	now = hub_now_ns();
 	rate = now > s->rx_ep_t0 ? (head - s->rx_ep_h0) * 1000000u / (now - s->rx_ep_t0) : 0; /* bytes a ms */
-	if (s->rx_ep_t0 && s->rx_grew) {
-		s->rx_grew = 0;
-		if (rate < s->rx_prev_rate + s->rx_prev_rate / 16 && rx_offer(h, s, s->rx_size / 2))
-			s->rx_nogrow = 1;
-	} else if (s->rx_ep_t0 && !s->rx_nogrow && s->rx_hits >= RX_GROW_HITS && s->rx_size < h->rx_max) {
-		s->rx_grew = rx_offer(h, s, s->rx_size * 2);
-	}
-	s->rx_prev_rate = rate;
+	if (s->rx_ep_t0 && s->rx_size < h->rx_max && (rate * RING_HOLD_MS > s->rx_size || s->rx_hits >= RX_GROW_HITS))
+		rx_offer(h, s, s->rx_size * 2);
 	s->rx_ep_t0 = now;
 	s->rx_ep_h0 = head;
 	s->rx_ep_n = s->rx_hits = 0;
@@ -529,7 +550,6 @@ static void idle_look(struct hub *h, struct hsock *s)
 			punch_pair(h, s);
 		return;
 	}
-	s->rx_nogrow = 0; /* the next burst may try again */
 	if (s->rx_size > hsock_ring_home(s) && ring_load(&s->as->rx.head) == s->rx_tail)
 		rx_offer(h, s, hsock_ring_home(s));
 	tx_shrink(h, s);

@@ -127,6 +127,7 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 static void route_write(struct hub *h, struct link *wl, const struct xwc *wc)
 {
 	struct hsock *s = h->socks[tag_sid(wc->wr_id)];
+	int full;
 	if (!s || !tag_live(wc->wr_id, s->gen) || !s->as) {
 		h->stale_dropped++;
 		return;
@@ -135,10 +136,12 @@ static void route_write(struct hub *h, struct link *wl, const struct xwc *wc)
 		hsock_abort(h, s, "write failed");
 		return;
 	}
+	full = ring_load(&s->as->tx.tail) - s->tx_done >= s->tx_size;
 	s->tx_done += wc->byte_len;
 	ring_store(&s->as->tx.head, s->tx_done);
 	if (s->tx_old_size)
 		hsock_tx_old_done(s);
+	hsock_tx_completed(h, s, full);
 	s->bytes_tx += wc->byte_len;
 	s->cq_send++;
 	wl->cq_send++;

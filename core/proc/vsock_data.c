@@ -253,8 +253,9 @@ static __attribute__((noinline)) int send_grow(struct xfer *x)
 /* Grow only for a reader that stalled, not for one that is merely slower:
  * a ring found full with its head where it was VS_STALL_NS ago (a program
  * that writes before it reads, its peer doing the same), never one whose
- * head moves (a stream: a larger ring would only cost cache).  Per slot:
- * the head (+ 1) when the ring was found full, and since when. */
+ * head moves (a link's ring grows with a fast flow in the hub instead:
+ * resize.c).  Per slot: the head (+ 1) when the ring was found full, and
+ * since when. */
 #define VS_STALL_NS (10 * 1000000ull)
 static uint64_t vs_stall_head[CL_SLOTS], vs_stall_t0[CL_SLOTS];
 
