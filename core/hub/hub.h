@@ -734,6 +734,12 @@ int hsock_tx_grow(struct hub *h, struct hsock *s);
 void hsock_tx_old_done(struct hsock *s);
 /* Writes of s completed (FULL: its send ring was full before): grow it? */
 void hsock_tx_completed(struct hub *h, struct hsock *s, int full);
+void hsock_tx_shrink(struct hub *h, struct hsock *s);                   /* idle: back home */
+void hsock_tx_watch_look(struct hub *h, struct hsock *s, uint64_t now); /* a watched full ring */
+void hsock_tx_watch_end(struct hub *h, struct hsock *s);
+void hsock_resized_add(struct hub *h, struct hsock *s); /* onto the list the ring timers walk */
+/* A ring on a link grows when it holds less than this much of its flow */
+#define RING_HOLD_MS 1
 /* The credit check's ring: the largest the peer may be writing to. */
 static inline uint64_t hsock_rx_room(const struct hsock *s)
 {

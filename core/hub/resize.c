@@ -1,11 +1,9 @@
 /*
  * resize.c - rings that change size, as the kernel's socket buffers do:
- * send rings that grow under a writer whose reader stalled (blocked in
- * send, or waiting in poll for room) or with a fast flow on a link,
  * receive rings that grow with a fast reader or when the credit is what
- * holds a connection back, both back to their home size when the
- * connection idles, and the exchange that makes the
- * sender's credit follow the receiver's ring.  A ring's home size is the
+ * holds a connection back, back to their home size when the connection
+ * idles (send rings: resize_tx.c), the exchange that makes the sender's
+ * credit follow the receiver's ring, and the timers of both.  A ring's home size is the
  * kernel's default buffer, except on verbs, where rings are registered
  * memory: there a ring starts small and goes to the default at its first
  * need, full or out of credit, stalled reader or not (hsock_ring_home).
@@ -41,197 +39,15 @@
  * find the ring what held the connection back (hsock_rx_credited) */
 #define RX_EPOCH 16
 #define RX_GROW_HITS 4
-/* ... or the time of its flow that a ring should hold (both directions) */
-#define RING_HOLD_MS 1
 /* an idle connection: nothing moved for this long, its rings go back */
 #define RESIZE_IDLE_MS 1000
 
 /* s onto the list that the ring timers walk (hub_ring_timers): a ring
  * above its home size, or a move or watch under way (resized_keep) */
-static void resized_add(struct hub *h, struct hsock *s)
+void hsock_resized_add(struct hub *h, struct hsock *s)
 {
 	if (!s->on_resized && sid_push(&h->resized, &h->nresized, &h->resized_cap, s->sid) == 0)
 		s->on_resized = 1;
-}
-
-/* ---- a send ring that grows ----
- * A writer that finds its send ring full and its reader stalled asks for
- * one twice the size (MSG_TXGROW), up to tcp_wmem's maximum.  The bytes
- * not yet completed move to the new ring; the writes already posted read
- * the old ring until they complete, so it stays until then.  The writer
- * holds the ring's lock and waits for the reply: nobody writes meanwhile. */
-
-void hsock_tx_old_done(struct hsock *s)
-{
-	if (s->tx_done < s->tx_old_until)
-		return;
-	hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_old_off, s->tx_old_size);
-	s->tx_old_off = s->tx_old_size = 0;
-}
-
-/* A new send ring of SIZE for s at *off (and its key on verbs): 0 or -errno. */
-static int tx_alloc(struct hub *h, struct hsock *s, uint64_t size, uint64_t *off, uint32_t *lkey)
-{
-	uint32_t unused;
-	if (!(*off = arena_alloc(s->pool->tx_alloc, size)))
-		return -ENOBUFS;
-	if (!hsock_positional(s)) {
-		int r = pool_keys(h, s->pool, *off, size, 0, lkey, &unused);
-		if (r < 0) {
-			arena_release(s->pool->tx_alloc, *off, size);
-			return r;
-		}
-	}
-	return 0;
-}
-
-static void tx_place(struct hsock *s, uint64_t off, uint64_t size, uint32_t lkey)
-{
-	s->tx_off = off;
-	s->tx_size = size;
-	s->tx_lkey = lkey;
-	s->as->tx.off = off;
-	__atomic_store_n(&s->as->tx.size, size, __ATOMIC_RELEASE);
-}
-
-int hsock_tx_grow(struct hub *h, struct hsock *s)
-{
-	uint64_t size = s->tx_size < ARENA_DEFAULT_RING ? ARENA_DEFAULT_RING : s->tx_size * 2, off, tail;
-	uint32_t lkey = s->tx_lkey;
-	int r;
-	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
-		r = hpair_grow(h, s); /* same node: the one ring both sides use */
-		if (r > 0) {
-			h->tx_grown++;
-			resized_add(h, s);
-		}
-		return r;
-	}
-	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
-		return -EPERM;
-	if (size > h->tx_max)
-		return -ENOSPC;
-	if (s->tx_old_size)
-		return -EBUSY; /* the last one's old ring is still read */
-	tail = ring_load(&s->as->tx.tail);
-	if (!ring_sane(s->tx_done, tail, s->tx_size))
-		return -EINVAL;
-	if ((r = tx_alloc(h, s, size, &off, &lkey)) < 0)
-		return r;
-	ring_move(arena_bytes(s->pool->base, s->tx_off), s->tx_size, arena_bytes(s->pool->base, off), size,
-		  s->tx_done, tail);
-	if (s->tx_posted > s->tx_done) {
-		s->tx_old_off = s->tx_off;
-		s->tx_old_size = s->tx_size;
-		s->tx_old_until = s->tx_posted;
-	} else {
-		hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
-	}
-	tx_place(s, off, size, lkey);
-	resized_add(h, s);
-	h->tx_grown++;
-	return (int)size;
-}
-
-/* An idle send ring back to its first size: only when empty, nothing in
- * flight, and no writer in it. */
-static void tx_shrink(struct hub *h, struct hsock *s)
-{
-	uint64_t off, size = hsock_ring_home(s);
-	uint32_t lkey = s->tx_lkey;
-	if (s->tx_size <= size || s->tx_fixed || s->tx_old_size || s->fin_pending ||
-	    s->tx_posted != s->tx_done || ring_load(&s->as->tx.tail) != s->tx_done)
-		return;
-	if (!gate_take(&s->as->tx_in, &s->as->tx_hold))
-		return;
-	if (ring_load(&s->as->tx.tail) == s->tx_done && tx_alloc(h, s, size, &off, &lkey) == 0) {
-		hsock_ring_free(s->pool, s->pool->tx_alloc, s->tx_off, s->tx_size);
-		tx_place(s, off, size, lkey);
-		h->tx_shrunk++;
-		log_debug("socket %u: idle send ring back to %llu bytes", s->sid, (unsigned long long)size);
-	}
-	gate_give(&s->as->tx_hold);
-}
-
-/* A link's send ring also grows with its flow, as the kernel's send
- * buffer grows with the connection's window: it doubles, up to
- * tcp_wmem's maximum, after a turn (its size in completed bytes) that
- * took less than RING_HOLD_MS while a completion found it full: the
- * writer waited for completions, not for its reader.  The hub moves it
- * while the writer is out (it waits for room); else after the next turn. */
-void hsock_tx_completed(struct hub *h, struct hsock *s, int full)
-{
-	uint64_t now;
-	s->tx_full_seen |= full;
-	if (s->tx_done - s->tx_ep_h0 < s->tx_size)
-		return;
-	now = hub_now_ns();
-	if (s->tx_ep_t0 && s->tx_full_seen && now - s->tx_ep_t0 < RING_HOLD_MS * 1000000ull && !s->lp &&
-	    !s->tx_fixed && s->tx_size < h->tx_max && !s->tx_old_size && gate_take(&s->as->tx_in, &s->as->tx_hold)) {
-		hsock_tx_grow(h, s);
-		gate_give(&s->as->tx_hold);
-	}
-	s->tx_ep_t0 = now;
-	s->tx_ep_h0 = s->tx_done;
-	s->tx_full_seen = 0;
-}
-
-/* A nonblocking writer that found its send ring full waits in poll or
- * epoll on its readiness descriptor, not in a call that could ask for a
- * larger ring: it says so (tx_blk, and a POLL bell), and the hub watches
- * the ring.  When its reader has taken nothing for TX_STALL_MS, the hub
- * grows it as for a blocked writer (the writer is out of the ring: it
- * waits) and makes the descriptor writable: the writer's next edge. */
-#define TX_STALL_MS 10
-
-static void watch_end(struct hub *h, struct hsock *s)
-{
-	if (!s->tx_watch)
-		return;
-	s->tx_watch = 0;
-	h->ntx_watch--;
-}
-
-/* The head of s's send ring as its hub sees it: a link's completed
- * writes, or the same-node reader's head. */
-static uint64_t tx_head(struct hsock *s)
-{
-	return s->lp ? ring_load(&hpair_ring(s, 1)->head) : s->tx_done;
-}
-
-void hsock_tx_watch(struct hub *h, struct hsock *s)
-{
-	if (s->tx_watch || (!s->lp && !s->link) || s->tx_fixed || s->fin_pending || s->tx_size >= h->tx_max ||
-	    s->state != HS_ESTABLISHED || !s->as || !atomic_load(&s->as->tx_blk))
-		return;
-	s->tx_watch = 1;
-	s->tx_watch_head = tx_head(s);
-	s->tx_watch_ms = hub_now_ms();
-	h->ntx_watch++;
-	resized_add(h, s);
-}
-
-static void watch_look(struct hub *h, struct hsock *s, uint64_t now)
-{
-	int r;
-	uint64_t head = s->as ? tx_head(s) : 0;
-	/* a ring below the kernel's default (verbs starts small) grows at
-	 * once, stalled reader or not */
-	int small = s->tx_size < ARENA_DEFAULT_RING;
-	if (!s->as || s->state != HS_ESTABLISHED || !atomic_load(&s->as->tx_blk) ||
-	    (!small && (head != s->tx_watch_head || ring_load(&hsock_ring(s, 1)->tail) - head < s->tx_size))) {
-		watch_end(h, s); /* writable again, or its reader reads: not stalled */
-		return;
-	}
-	if ((!small && now - s->tx_watch_ms < TX_STALL_MS) || !gate_take(&s->as->tx_in, &s->as->tx_hold))
-		return;
-	r = hsock_tx_grow(h, s); /* on the same node with the reader in or not (pair.c) */
-	gate_give(&s->as->tx_hold);
-	if (r == -EBUSY)
-		return; /* the last growth's old ring is still read: later */
-	watch_end(h, s);
-	if (r > 0 && (s->poll_ends & 2))
-		hpoll_reflect(s);
 }
 
 /* ---- a receive ring that changes size ---- */
@@ -270,7 +86,7 @@ static int rx_move(struct hub *h, struct hsock *s, uint64_t end)
 		atomic_store(&as->rx_placed_tag, placed_tag(tag_imm(s->sid, s->gen), s->rx_ring_no));
 	gate_give(&as->rx_hold);
 	if (s->rx_size > hsock_ring_home(s))
-		resized_add(h, s);
+		hsock_resized_add(h, s);
 	log_debug("socket %u: receive ring now %llu bytes", s->sid, (unsigned long long)s->rx_size);
 	return 1;
 }
@@ -413,7 +229,7 @@ void hsock_on_ring_ack(struct hub *h, struct link *l, struct hsock *s, const str
 	s->rx_switch = 1;
 	h->nswitch_waiting++;
 	if (!rx_switch(h, s))
-		resized_add(h, s);
+		hsock_resized_add(h, s);
 }
 
 /* A lost link took the RING_ACK of our offer, or the peer never had it:
@@ -440,7 +256,7 @@ int hsock_offer_settle(struct hub *h, struct hsock *s, uint32_t ring, uint64_t a
 		s->rx_switch_at = at;
 		s->rx_switch = 1;
 		h->nswitch_waiting++;
-		resized_add(h, s);
+		hsock_resized_add(h, s);
 		return 0;
 	}
 	hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
@@ -488,7 +304,7 @@ void hsock_peer_switch(struct hsock *s)
 
 void hsock_rings_forget(struct hsock *s)
 {
-	watch_end(the_hub, s);
+	hsock_tx_watch_end(the_hub, s);
 	if (s->rx_next_off)
 		hsock_ring_free(s->pool, s->pool->rx_alloc, s->rx_next_off, s->rx_next_size);
 	s->rx_next_off = s->rx_next_size = 0;
@@ -528,7 +344,7 @@ void hsock_touched(struct hub *h, struct hsock *s)
 {
 	if (!s->touched) {
 		s->touched = 1;
-		resized_add(h, s);
+		hsock_resized_add(h, s);
 	}
 }
 
@@ -552,7 +368,7 @@ static void idle_look(struct hub *h, struct hsock *s)
 	}
 	if (s->rx_size > hsock_ring_home(s) && ring_load(&s->as->rx.head) == s->rx_tail)
 		rx_offer(h, s, hsock_ring_home(s));
-	tx_shrink(h, s);
+	hsock_tx_shrink(h, s);
 	if (s->touched && s->rx_size <= ARENA_DEFAULT_RING && s->tx_size <= ARENA_DEFAULT_RING)
 		punch_rings(h, s);
 }
@@ -595,7 +411,7 @@ void hub_ring_timers(struct hub *h)
 				hsock_rings_forget(s); /* closed meanwhile: nobody reads */
 		}
 		if (s && s->tx_watch)
-			watch_look(h, s, now);
+			hsock_tx_watch_look(h, s, now);
 		if (s && look && i >= h->look_at && s->state == HS_ESTABLISHED && s->as && (s->link || s->lp)) {
 			idle_look(h, s);
 			if (punch_full(h)) {
