@@ -197,15 +197,28 @@ void hsock_ring_free(struct pool *p, struct arena_alloc *a, uint64_t off, uint64
 		fallocate(p->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, size);
 }
 
+/* A send ring goes: a transport that may still read it for writes not yet
+ * given to the kernel (soft sends from the ring) copies them first. */
+static void tx_forget(struct hub *h, struct pool *p, uint64_t off, uint64_t size)
+{
+	struct xport *xps[] = {&h->soft, &h->verbs};
+	if (!off)
+		return;
+	for (size_t i = 0; i < sizeof(xps) / sizeof(xps[0]); i++)
+		if (xps[i]->up && xps[i]->ops && xps[i]->ops->forget)
+			xps[i]->ops->forget(xps[i], arena_bytes(p->base, off), size);
+}
+
 /* Give the slot and its send ring back to the pool; the record and the
  * receive ring may live on (LINGER). */
 void hsock_slot_release(struct hub *h, struct hsock *s)
 {
 	struct pool *p = s->pool;
-	(void)h;
 	hpoll_close(s);
 	if (!s->as)
 		return;
+	tx_forget(h, p, s->tx_off, s->tx_size);
+	tx_forget(h, p, s->tx_old_off, s->tx_old_size);
 	hsock_ring_free(p, p->tx_alloc, s->tx_off, s->tx_size);
 	s->tx_off = 0;
 	hsock_ring_free(p, p->tx_alloc, s->tx_old_off, s->tx_old_size);

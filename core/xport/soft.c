@@ -17,8 +17,12 @@
  * This file posts: frames are queued on the link's outgoing stream and
  * handed to the kernel as the socket takes them (soft_flush), at once, or
  * at the end of the hub's pass over its doorbells and completions when it
- * batches (soft_batch: one send a link for all the pass's frames); it
- * keeps the completion queue and holds the ops table.  soft_rx.c reads and parses
+ * batches (soft_batch: one sendmsg a link for all the pass's frames).  The
+ * queue is a list of pieces: headers and small payloads copied into the
+ * link's own buffer, and a write's payload where it is in its send ring,
+ * which stays until the write completes; a ring that goes before (a socket
+ * reset or closed with writes in flight) has its pieces copied first
+ * (soft_forget).  It keeps the completion queue and holds the ops table.  soft_rx.c reads and parses
  * the incoming stream, soft_conn.c sets links up (soft.h between).
  */
 #include <errno.h>
@@ -55,7 +59,7 @@ void soft_set_events(struct soft_link *sl)
 	uint32_t ev = 0;
 	if (sl->closed)
 		return;
-	if (sl->connecting || sl->olen > sl->ooff)
+	if (sl->connecting || sl->oq)
 		ev |= EPOLLOUT;
 	if (!sl->connecting && !sl->stalled)
 		ev |= EPOLLIN | EPOLLRDHUP;
@@ -83,11 +87,56 @@ static void reap_sent(struct soft_link *sl)
 	}
 }
 
+/* The iovec of what is queued, from the first unsent byte: how many. */
+static int out_iov(const struct soft_link *sl, struct iovec *iov, int max)
+{
+	size_t own = sl->ooff;
+	int n = 0;
+	for (uint32_t i = 0; i < sl->os_n && n < max; i++) {
+		const struct soft_oseg *g = &sl->os[(sl->os_head + i) % sl->os_cap];
+		uint32_t skip = i ? 0 : sl->os_off;
+		if (g->kind == SEG_OWN) {
+			iov[n].iov_base = sl->out + own;
+			own += g->len - skip;
+		} else {
+			iov[n].iov_base = (uint8_t *)g->p + skip;
+		}
+		iov[n++].iov_len = g->len - skip;
+	}
+	return n;
+}
+
+/* N bytes of the queue went to the kernel. */
+static void out_sent(struct soft_link *sl, size_t n)
+{
+	sl->oq -= n;
+	sl->written += n;
+	while (n) {
+		struct soft_oseg *g = &sl->os[sl->os_head];
+		size_t t = g->len - sl->os_off;
+		if (t > n)
+			t = n;
+		if (g->kind == SEG_OWN)
+			sl->ooff += t;
+		sl->os_off += (uint32_t)t;
+		n -= t;
+		if (sl->os_off < g->len)
+			break;
+		if (g->kind == SEG_HEAP)
+			free((void *)g->p);
+		sl->os_head = (sl->os_head + 1) % sl->os_cap;
+		sl->os_n--;
+		sl->os_off = 0;
+	}
+}
+
 void soft_flush(struct soft_link *sl)
 {
-	size_t before = sl->olen - sl->ooff;
-	while (sl->olen > sl->ooff) {
-		ssize_t n = send(sl->fd, sl->out + sl->ooff, sl->olen - sl->ooff, MSG_NOSIGNAL);
+	size_t before = sl->oq;
+	while (sl->oq) {
+		struct iovec iov[SOFT_IOV];
+		struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)out_iov(sl, iov, SOFT_IOV)};
+		ssize_t n = sendmsg(sl->fd, &m, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -95,16 +144,15 @@ void soft_flush(struct soft_link *sl)
 				fail_errno(sl, errno);
 			break;
 		}
-		sl->ooff += n;
-		sl->written += n;
+		out_sent(sl, (size_t)n);
 	}
 	if (sl->closed)
 		return;
-	if (sl->ooff == sl->olen)
+	if (!sl->oq)
 		sl->ooff = sl->olen = 0;
 	reap_sent(sl);
 	soft_set_events(sl);
-	if (sl->olen - sl->ooff < before && sl->olen - sl->ooff < SOFT_OUT_MAX / 2 && hub_link_waiting(sl->l))
+	if (sl->oq < before && sl->oq < SOFT_OUT_MAX / 2 && hub_link_waiting(sl->l))
 		hub_link_writable(sl->l);
 }
 
@@ -113,6 +161,7 @@ static int reserve_out(struct soft_link *sl, size_t need)
 	if (sl->olen + need <= sl->ocap)
 		return 0;
 	if (sl->ooff) {
+		/* the owned bytes sent go; the rest keep their order */
 		memmove(sl->out, sl->out + sl->ooff, sl->olen - sl->ooff);
 		sl->olen -= sl->ooff;
 		sl->ooff = 0;
@@ -150,22 +199,64 @@ static int pend_push(struct soft_link *sl, const struct xwc *wc)
 	return 0;
 }
 
-/* Queue one frame; a completion follows when it has left, if wc is given. */
-static int post_frame(struct soft_link *sl, const struct wire_frame *f, const struct iovec *iov,
-		      int iovcnt, const struct xwc *wc)
+/* One more piece of the queue: owned bytes (the next LEN of out, joined
+ * to an owned piece before it) or bytes of a ring at P. */
+static int seg_push(struct soft_link *sl, uint8_t kind, const uint8_t *p, uint32_t len)
 {
-	size_t len = WIRE_FRAME_LEN + f->len;
+	struct soft_oseg *last = sl->os_n ? &sl->os[(sl->os_head + sl->os_n - 1) % sl->os_cap] : NULL;
+	if (kind == SEG_OWN && last && last->kind == SEG_OWN) {
+		last->len += len;
+		return 0;
+	}
+	if (sl->os_n == sl->os_cap) {
+		uint32_t cap = sl->os_cap ? sl->os_cap * 2 : 256;
+		struct soft_oseg *n = malloc(cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < sl->os_n; i++)
+			n[i] = sl->os[(sl->os_head + i) % sl->os_cap];
+		free(sl->os);
+		sl->os = n;
+		sl->os_head = 0;
+		sl->os_cap = cap;
+	}
+	sl->os[(sl->os_head + sl->os_n++) % sl->os_cap] = (struct soft_oseg){.p = p, .len = len, .kind = kind};
+	return 0;
+}
+
+/* Queue one frame; a completion follows when it has left, if wc is given.
+ * RING: the payload is a send ring's, which stays until the write
+ * completes or soft_forget copies it, so that it is given to the kernel
+ * from where it is (SOFT_ZC_MIN bytes or more), not copied first. */
+static int post_frame(struct soft_link *sl, const struct wire_frame *f, const struct iovec *iov,
+		      int iovcnt, const struct xwc *wc, int ring)
+{
+	size_t len = WIRE_FRAME_LEN + f->len, own = WIRE_FRAME_LEN;
 	if (!sl || sl->closed)
 		return -ENOTCONN;
-	if (reserve_out(sl, len) < 0)
+	for (int i = 0; i < iovcnt; i++)
+		if (!ring || iov[i].iov_len < SOFT_ZC_MIN)
+			own += iov[i].iov_len;
+	if (reserve_out(sl, own) < 0)
 		return -ENOMEM;
 	wire_frame_encode(f, sl->out + sl->olen);
 	sl->olen += WIRE_FRAME_LEN;
+	if (seg_push(sl, SEG_OWN, NULL, WIRE_FRAME_LEN) < 0)
+		return -ENOMEM;
 	for (int i = 0; i < iovcnt; i++) {
-		memcpy(sl->out + sl->olen, iov[i].iov_base, iov[i].iov_len);
-		sl->olen += iov[i].iov_len;
+		uint32_t l = (uint32_t)iov[i].iov_len;
+		if (ring && l >= SOFT_ZC_MIN) {
+			if (seg_push(sl, SEG_EXT, iov[i].iov_base, l) < 0)
+				return -ENOMEM;
+			continue;
+		}
+		memcpy(sl->out + sl->olen, iov[i].iov_base, l);
+		sl->olen += l;
+		if (seg_push(sl, SEG_OWN, NULL, l) < 0)
+			return -ENOMEM;
 	}
 	sl->queued += len;
+	sl->oq += len;
 	if (wc && pend_push(sl, wc) < 0)
 		return -ENOMEM;
 	if (!sl->connecting && !sl->sx->batch)
@@ -184,7 +275,7 @@ static int soft_batch(struct xport *xp, int on)
 		return 0;
 	for (struct soft_link *sl = sx->links, *next; sl; sl = next) {
 		next = sl->next;
-		if (!sl->closed && !sl->connecting && sl->olen > sl->ooff) {
+		if (!sl->closed && !sl->connecting && sl->oq) {
 			soft_flush(sl);
 			any = 1;
 		}
@@ -203,10 +294,10 @@ static int soft_post_write_imm(struct xlink *l, uint64_t wr_id, const struct iov
 		return -ENOTCONN;
 	for (int i = 0; i < iovcnt; i++)
 		f.len += iov[i].iov_len;
-	if (sl->olen - sl->ooff + f.len > SOFT_OUT_MAX)
+	if (sl->oq + f.len > SOFT_OUT_MAX)
 		return -EAGAIN;
 	wc.byte_len = f.len;
-	return post_frame(sl, &f, iov, iovcnt, &wc);
+	return post_frame(sl, &f, iov, iovcnt, &wc, 1);
 }
 
 static int soft_post_send(struct xlink *l, uint64_t wr_id, const void *buf, uint32_t len)
@@ -214,7 +305,7 @@ static int soft_post_send(struct xlink *l, uint64_t wr_id, const void *buf, uint
 	struct wire_frame f = {.type = FR_SEND, .len = len};
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	struct xwc wc = {.wr_id = wr_id, .op = XWC_SEND, .byte_len = len, .link = l};
-	return post_frame(SL(l), &f, &iov, 1, &wc);
+	return post_frame(SL(l), &f, &iov, 1, &wc, 0);
 }
 
 void soft_send_hello(struct soft_link *sl)
@@ -225,7 +316,7 @@ void soft_send_hello(struct soft_link *sl)
 	struct wire_frame f = {.type = FR_HELLO, .len = WIRE_HELLO_LEN};
 	struct iovec iov = {.iov_base = b, .iov_len = sizeof(b)};
 	wire_hello_encode(&hh, b);
-	post_frame(sl, &f, &iov, 1, NULL);
+	post_frame(sl, &f, &iov, 1, NULL, 0);
 }
 
 static void soft_link_close(struct xlink *l)
@@ -249,12 +340,46 @@ static void soft_link_close(struct xlink *l)
 		if (sx->cq[sx->cq_head + i].link != l)
 			sx->cq[sx->cq_head + k++] = sx->cq[sx->cq_head + i];
 	sx->cq_n = k;
+	while (sl->os_n) {
+		struct soft_oseg *g = &sl->os[sl->os_head];
+		if (g->kind == SEG_HEAP)
+			free((void *)g->p);
+		sl->os_head = (sl->os_head + 1) % sl->os_cap;
+		sl->os_n--;
+	}
+	free(sl->os);
 	free(sl->out);
 	free(sl->in);
 	free(sl->pw);
 	free(sl->rq);
 	hub_defer_free(sx->h, sl);
 	l->xpriv = NULL;
+}
+
+/* Memory at [addr, addr + len) goes (a send ring freed before its writes
+ * completed: a socket closed or reset): what the queues still read there
+ * is copied first.  A copy that fails fails the link, whose connections
+ * go on on the next one from their rings (resume.c), as after any loss. */
+static void soft_forget(struct xport *xp, const void *addr, size_t len)
+{
+	struct soft *sx = xp->priv;
+	const uint8_t *lo = addr, *hi = lo + len;
+	if (!sx)
+		return;
+	for (struct soft_link *sl = sx->links; sl; sl = sl->next)
+		for (uint32_t i = 0; i < sl->os_n && !sl->closed; i++) {
+			struct soft_oseg *g = &sl->os[(sl->os_head + i) % sl->os_cap];
+			uint8_t *c;
+			if (g->kind != SEG_EXT || g->p + g->len <= lo || g->p >= hi)
+				continue;
+			if (!(c = malloc(g->len))) {
+				fail(sl, "out of memory");
+				break;
+			}
+			memcpy(c, g->p, g->len);
+			g->p = c;
+			g->kind = SEG_HEAP;
+		}
 }
 
 static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
@@ -371,4 +496,5 @@ const struct xport_ops xport_soft_ops = {
 	.poll_cq = soft_poll_cq,
 	.listener = soft_listener,
 	.batch = soft_batch,
+	.forget = soft_forget,
 };

@@ -19,6 +19,17 @@
 
 #define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
 #define SOFT_IN_CHUNK (256u << 10)
+#define SOFT_ZC_MIN 256u          /* a ring's payload this long is sent from the ring */
+#define SOFT_IOV 256              /* pieces of the queue a sendmsg takes */
+
+/* A piece of the outgoing queue: bytes of out (owned, in order), of a
+ * send ring (until its write completes), or a copy of them (soft_forget). */
+enum { SEG_OWN, SEG_EXT, SEG_HEAP };
+struct soft_oseg {
+	const uint8_t *p;
+	uint32_t len;
+	uint8_t kind;
+};
 
 struct soft_recv {
 	uint64_t wr_id;
@@ -50,8 +61,12 @@ struct soft_link {
 	int closed, connecting, hello_in, stalled, need_parse;
 	int draining;     /* lost, read to its end before it is closed (soft_link_drain) */
 	uint32_t events;
+	/* the outgoing queue: its pieces (os_off bytes of the first sent),
+	 * and the owned bytes in out ([ooff, olen) not yet sent); oq bytes */
+	struct soft_oseg *os;
+	uint32_t os_head, os_n, os_cap, os_off;
 	uint8_t *out;
-	size_t olen, ooff, ocap;
+	size_t olen, ooff, ocap, oq;
 	uint64_t queued, written, acked; /* bytes of the stream: queued, given to the kernel, acknowledged */
 	uint32_t ack_poll_us;            /* how soon to look for acknowledgements again */
 	struct soft_pend *pw;

@@ -115,6 +115,10 @@ struct xport_ops {
 	 * its doorbells and completions so; a lone post is never held past
 	 * its pass).  Returns whether anything left. */
 	int (*batch)(struct xport *xp, int on);
+	/* optional: memory at [addr, addr + len) is about to go (a send ring
+	 * whose writes had not all completed): posts that still read it
+	 * must not from now on */
+	void (*forget)(struct xport *xp, const void *addr, size_t len);
 };
 
 struct xport {
