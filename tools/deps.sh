@@ -41,6 +41,7 @@ pkgs=(
 	redis-server    # tests/redis-under-redis-benchmark-over-rshare.bats
 	redis-tools     # redis-benchmark, redis-cli
 	sockperf        # tests/bench/suite.sh: an independent latency client
+	iperf3          # tests/bench/suite.sh: parallel streams (-P 4)
 	socat           # tests/large-writes-before-reads-finish-as-on-kernel-tcp.bats: a fork-per-connection server (fork, EXEC)
 	gnuplot-nox     # tests/bench/suite.sh: its plots
 	# sockets that move between processes

@@ -306,7 +306,8 @@ struct hsock {
 	unsigned poll_ends : 2,  /* the ends that exist: bit 0 P, bit 1 H */
 		poll_sent : 1,   /* sent to keeper poll_k, not yet answered */
 		poll_kept : 1,   /* ... held by it */
-		on_lru : 1;
+		on_lru : 1,
+		reflect_queued : 1; /* on h->reflect: looked at once the reap ends */
 	uint16_t poll_k;            /* keeper + 1, 0: none */
 	uint32_t poll_place, poll_seq; /* its place there, and its put */
 	uint32_t lru_prev, lru_next; /* sids, on the hub's list of copies by last use */
@@ -403,6 +404,10 @@ struct hub {
 	uint32_t ka_time_s, ka_intvl_s, ka_probes; /* net.ipv4.tcp_keepalive_*: a program's defaults */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
+	/* readiness descriptors to reflect once the reap ends, one look for
+	 * all of a socket's completions in it (ready.c), while reflect_defer */
+	uint32_t *reflect, nreflect, reflect_cap;
+	int reflect_defer;
 	uint32_t *resized;          /* sockets with a ring above its first size or a move waiting (resize.c) */
 	uint32_t nresized, resized_cap;
 	uint32_t nswitch_waiting;   /* of them, moves that wait for a process to step out */
@@ -637,6 +642,8 @@ void keep_trim(struct hub *h);                          /* let go of the oldest 
 /* ready.c */
 int hpoll_get(struct hsock *s);          /* the process end, or -errno */
 void hpoll_reflect(struct hsock *s);     /* bring it in line with the socket */
+void hpoll_reflect_soon(struct hub *h, struct hsock *s); /* ... now, or once the reap ends */
+void hpoll_reflect_queued(struct hub *h); /* the reap ended */
 void hpoll_close(struct hsock *s);
 /* same-node connections (pair.c) */
 int hpair_is_local(struct hub *h, const union sockaddr_any *dst); /* an address of this node? */

@@ -122,6 +122,7 @@ static int reap(struct hub *h, struct xport *xp)
 	int n, any = 0;
 	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
 		uint64_t t0 = hub_now_ns(), t1 = t0, t2;
+		h->reflect_defer = 1;
 		for (int i = 0; i < n; i++) {
 			uint64_t woke = h->wake_ns;
 			hub_route(h, &wc[i]);
@@ -138,6 +139,9 @@ static int reap(struct hub *h, struct xport *xp)
 				t1 = hub_now_ns();
 			}
 		}
+		/* the readiness descriptors of the batch, once each: wake-ups too */
+		hpoll_reflect_queued(h);
+		h->wake_ns += hub_now_ns() - t1;
 		any = 1;
 	}
 	return any;

@@ -16,7 +16,8 @@
  *
  *   readable  the hub writes one byte into H at every arrival of data (so
  *             that an edge-triggered waiter is woken at each, as for a
- *             kernel socket) and when the ring is readable while rx_sig is
+ *             kernel socket; the arrivals of one reap of completions are
+ *             one: hpoll_reflect_soon) and when the ring is readable while rx_sig is
  *             0 (rx_sig goes 0 -> 1); the process reads the bytes out of P
  *             when it finds the ring empty (rx_sig 1 -> 0) and, should the
  *             ring have filled in between, rings SLOTOP_POLL to be told
@@ -54,10 +55,12 @@
 #include "hub.h"
 #include "pair.h"
 
+/* Empty H: a read shorter than the buffer found it empty (a unix stream
+ * socket gives what it holds), so no second call to learn EAGAIN. */
 static void drain(int fd)
 {
 	char buf[4096];
-	while (read(fd, buf, sizeof(buf)) > 0)
+	while (read(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf))
 		;
 }
 
@@ -193,6 +196,40 @@ again:
 	}
 	if (s->state != HS_CONNECTING && atomic_load(&as->tx_blk))
 		tx_reflect(s, hfd, as, flags);
+}
+
+/* Within a reap of completions, a socket's readiness descriptor is
+ * looked at once, after the last of its completions in it, not at each:
+ * every look that found new bytes writes one into H, a system call that
+ * wakes a poller, and one arrival of the link's stream often holds
+ * several writes for one socket.  An edge-triggered waiter then gets one
+ * edge for them, as for the segments that the kernel takes in one pass. */
+void hpoll_reflect_soon(struct hub *h, struct hsock *s)
+{
+	if (!h->reflect_defer) {
+		hpoll_reflect(s);
+		return;
+	}
+	if (s->reflect_queued)
+		return;
+	if (sid_push(&h->reflect, &h->nreflect, &h->reflect_cap, s->sid) < 0) {
+		hpoll_reflect(s);
+		return;
+	}
+	s->reflect_queued = 1;
+}
+
+void hpoll_reflect_queued(struct hub *h)
+{
+	h->reflect_defer = 0;
+	for (uint32_t i = 0; i < h->nreflect; i++) {
+		struct hsock *s = h->socks[h->reflect[i]];
+		if (s && s->reflect_queued) {
+			s->reflect_queued = 0;
+			hpoll_reflect(s);
+		}
+	}
+	h->nreflect = 0;
 }
 
 void hpoll_close(struct hsock *s)

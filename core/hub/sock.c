@@ -325,7 +325,7 @@ void hsock_wake_for(struct hsock *s, int what)
 			the_hub->wake_ns += hub_now_ns() - t0;
 	}
 	if (s->poll_ends & 2)
-		hpoll_reflect(s);
+		hpoll_reflect_soon(the_hub, s);
 }
 
 void hsock_wake(struct hsock *s)

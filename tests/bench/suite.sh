@@ -56,6 +56,8 @@
 #   - wrk (-t 2 -c BENCH_WRK_CONNS) against nginx with 2 workers answering
 #     from its configuration, requests/s; n/a on rsockets (nginx needs
 #     epoll, which librspreload does not carry)
+#   - iperf3 -P 4 (4 parallel streams, BENCH_IPERF_SECS) against iperf3 -s,
+#     Mbit/s received
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
 #     woken, over all the steps of the column, from its hubs' counters
 #     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
@@ -93,9 +95,10 @@
 #   BENCH_CONN_N         connections of the rate test (default 500)
 #   BENCH_GRID           N x K cells of the message rate (default
 #                        "1x1 4x4 16x4 32x4"); BENCH_MSG_SECS (2)
-#   BENCH_TOOLS          independent clients to run (default "sockperf wrk")
+#   BENCH_TOOLS          independent clients to run (default "sockperf wrk iperf3")
 #   BENCH_IDLE_SECS      how long the idle hubs' CPU is measured (default 3)
-#   BENCH_SOCKPERF_SECS  (default 2); BENCH_WRK_SECS (2); BENCH_WRK_CONNS (16)
+#   BENCH_SOCKPERF_SECS  (default 2); BENCH_WRK_SECS (2); BENCH_WRK_CONNS (16);
+#                        BENCH_IPERF_SECS (2)
 #   BENCH_PLOT           the message rate plot (default
 #                        build/bench/scaling.png; .svg where gnuplot has no
 #                        png terminal, or when it ends in .svg);
@@ -130,10 +133,11 @@ msg_secs=${BENCH_MSG_SECS:-$d_secs}
 idle_secs=${BENCH_IDLE_SECS:-3}
 conn_n=${BENCH_CONN_N:-$d_conn}
 rtt_n=${BENCH_RTT_N:-$d_rttn}
-tools=${BENCH_TOOLS-sockperf wrk}
+tools=${BENCH_TOOLS-sockperf wrk iperf3}
 sp_secs=${BENCH_SOCKPERF_SECS:-$d_secs}
 wrk_secs=${BENCH_WRK_SECS:-$d_secs}
 wrk_conns=${BENCH_WRK_CONNS:-16}
+ip_secs=${BENCH_IPERF_SECS:-$d_secs}
 next_port=${BENCH_PORT:-18800}
 hub_port=${BENCH_HUB_PORT:-18611}
 rs_per=${BENCH_RS_PER_SERVER:-3}
@@ -162,7 +166,7 @@ human() {
 		echo "$1 B"
 	fi
 }
-for v in rounds msg_secs conn_n rtt_n sp_secs wrk_secs wrk_conns; do
+for v in rounds msg_secs conn_n rtt_n sp_secs wrk_secs wrk_conns ip_secs; do
 	isnum "${!v}" || die "${v}: want a positive number, not '${!v}'"
 done
 for s in $rtt_sizes; do
@@ -182,7 +186,7 @@ for s in ${BENCH_SYSTEMS:-}; do
 	[[ " $all_cols " == *" $s "* ]] || die "BENCH_SYSTEMS: unknown '$s' (columns: $all_cols)"
 done
 for t in $tools; do
-	[[ $t == sockperf || $t == wrk ]] || die "BENCH_TOOLS: unknown '$t' (sockperf, wrk)"
+	[[ $t == sockperf || $t == wrk || $t == iperf3 ]] || die "BENCH_TOOLS: unknown '$t' (sockperf, wrk, iperf3)"
 done
 
 command -v ip >/dev/null || die "needs ip (iproute2)"
@@ -347,7 +351,7 @@ fail_cell() { # ROW COLUMN REASON (the first failure of a cell stays)
 # the rows of every column, for the failure of a whole column
 all_rows() {
 	local s w c
-	echo conn sp_med sp_p99 wrk handoff idle
+	echo conn sp_med sp_p99 wrk ip3 handoff idle
 	for s in $rtt_sizes; do echo "rttm_$s rttp_$s"; done
 	for w in $stream_sizes; do echo "st_$w"; done
 	for c in $grid; do echo "mr_$c"; done
@@ -407,6 +411,7 @@ nrtt=$(wc -w <<<"$rtt_sizes") nstream=$(wc -w <<<"$stream_sizes") ngrid=$(wc -w 
 per_col=$((rounds * (1 + nrtt + nstream) + ngrid))
 tool_ok sockperf && per_col=$((per_col + 1))
 tool_ok wrk && per_col=$((per_col + 1))
+tool_ok iperf3 && per_col=$((per_col + 1))
 steps=$((per_col * ${#up[@]})) step=0
 progress() { # WHAT COLUMN [MORE]
 	step=$((step + 1))
@@ -667,6 +672,36 @@ wrk_row() {
 	[[ -n $reason ]] && fail_cell wrk "$col" "$reason"
 }
 
+# iperf3_row COLUMN: iperf3 -P 4 against iperf3 -s (one test), Mbit/s received
+iperf3_row() {
+	local col=$1 name=$1-iperf3 port=$next_port before rc reason="" srv bind=()
+	next_port=$((next_port + 1))
+	progress "iperf3 -P 4" "$col"
+	if ! command -v iperf3 >/dev/null; then
+		cell[ip3,$col]="n/a (no iperf3)"
+		return
+	fi
+	before=$(snap "$col")
+	start_srv "$col" "$name-srv" iperf3 -s -1 --forceflush -B "${c_addr[$col]}" -p "$port"
+	srv=$bg_pid
+	if ! wait_line "$tmp/$name-srv.out" 'Server listening' "$step_to" "$srv"; then
+		reason="server: $(head -n 1 "$tmp/$name-srv.err" | cut -c1-80)"
+		show_err "$col iperf3 server" "$tmp/$name-srv.out" "$tmp/$name-srv.err"
+	else
+		[[ -n ${c_bind[$col]} ]] && bind=(-B "${c_bind[$col]}")
+		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m "${bind[@]}"
+		rc=$?
+		cell[ip3,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
+		if ((rc != 0)) || [[ -z ${cell[ip3,$col]} ]]; then
+			reason="iperf3: $(grep -m 1 -i error "$tmp/$name.out" "$tmp/$name.err" | cut -d: -f2- | cut -c1-80)"
+			show_err "$col iperf3" "$tmp/$name.out" "$tmp/$name.err" "$tmp/$name-srv.err"
+		fi
+	fi
+	stop "$srv"
+	[[ -z $reason ]] && off_path "$col" "$before" && reason=$off_reason
+	[[ -n $reason ]] && fail_cell ip3 "$col" "$reason"
+}
+
 # ---- run ----
 nup=${#up[@]}
 if ((nup)); then
@@ -693,6 +728,9 @@ if ((nup)); then
 	fi
 	if tool_ok wrk; then
 		for col in "${up[@]}"; do wrk_row "$col"; done
+	fi
+	if tool_ok iperf3; then
+		for col in "${up[@]}"; do iperf3_row "$col"; done
 	fi
 fi
 for col in "${up[@]}"; do
@@ -927,6 +965,7 @@ tables() {
 		row sp_p99 "sockperf ping-pong 64 B, p99 us"
 	fi
 	tool_ok wrk && row wrk "wrk -t 2 -c $wrk_conns (${wrk_secs} s) against nginx (2 workers), requests/s"
+	tool_ok iperf3 && row ip3 "iperf3 -P 4 (${ip_secs} s), Mbit/s received"
 	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
 	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
@@ -947,6 +986,7 @@ tables() {
 	target "connections/s, one node" conn rshare-local tcp-lo ">=" 3 /s
 	target "connections/s, across namespaces" conn rshare-soft tcp-ns ">=" 1 /s
 	target "soft stream, 64 KiB writes, across namespaces" st_64K rshare-soft tcp-ns ">=" 0.8 MB/s
+	tool_ok iperf3 && target "iperf3 -P 4, across namespaces" ip3 rshare-soft tcp-ns ">=" 0.8 Mbit/s
 	for c in $grid; do
 		target "soft message rate, $c" "mr_$c" rshare-soft tcp-ns ">=" 1 msgs/s
 	done
