@@ -269,6 +269,7 @@ static int get_sock(struct hub *h, FILE *f)
 	s->pend = NULL;
 	s->npend = s->pend_cap = 0;
 	s->lp = NULL;
+	s->reflect_queued = 0;
 	s->q = get_array(f, s->qlen, sizeof(uint32_t), &r);
 	s->qcap = s->qlen;
 	if (r || (pool && !s->pool))
@@ -320,6 +321,9 @@ static void hub_forget_pointers(struct hub *h)
 	h->addrs_ms = 0;
 	h->garbage = NULL;
 	h->ngarbage = h->garbage_cap = 0;
+	h->reflect = NULL;
+	h->nreflect = h->reflect_cap = 0;
+	h->reflect_defer = 0;
 	memset(h->keepers, 0, sizeof(h->keepers));
 	h->nkeepers = 0;
 	memset(h->passes, 0, sizeof(h->passes));

@@ -180,7 +180,8 @@ static int reserve_out(struct soft_link *sl, size_t need)
 	return 0;
 }
 
-static int pend_push(struct soft_link *sl, const struct xwc *wc)
+/* The completion WC, once the stream's first END bytes are acknowledged. */
+static int pend_push(struct soft_link *sl, uint64_t end, const struct xwc *wc)
 {
 	if (sl->pw_n == sl->pw_cap) {
 		uint32_t cap = sl->pw_cap ? sl->pw_cap * 2 : 256;
@@ -194,34 +195,41 @@ static int pend_push(struct soft_link *sl, const struct xwc *wc)
 		sl->pw_head = 0;
 		sl->pw_cap = cap;
 	}
-	sl->pw[(sl->pw_head + sl->pw_n) % sl->pw_cap] = (struct soft_pend){.end = sl->queued, .wc = *wc};
+	sl->pw[(sl->pw_head + sl->pw_n) % sl->pw_cap] = (struct soft_pend){.end = end, .wc = *wc};
 	sl->pw_n++;
 	return 0;
 }
 
-/* One more piece of the queue: owned bytes (the next LEN of out, joined
- * to an owned piece before it) or bytes of a ring at P. */
-static int seg_push(struct soft_link *sl, uint8_t kind, const uint8_t *p, uint32_t len)
+/* Room for N more pieces of the queue: 0 or -ENOMEM. */
+static int seg_room(struct soft_link *sl, uint32_t n)
+{
+	uint32_t cap = sl->os_cap ? sl->os_cap : 256;
+	struct soft_oseg *os;
+	while (cap - sl->os_n < n)
+		cap *= 2;
+	if (cap == sl->os_cap)
+		return 0;
+	if (!(os = malloc(cap * sizeof(*os))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < sl->os_n; i++)
+		os[i] = sl->os[(sl->os_head + i) % sl->os_cap];
+	free(sl->os);
+	sl->os = os;
+	sl->os_head = 0;
+	sl->os_cap = cap;
+	return 0;
+}
+
+/* One more piece of the queue, in the room seg_room made: owned bytes (the
+ * next LEN of out, joined to an owned piece before it) or bytes of a ring
+ * at P. */
+static void seg_push(struct soft_link *sl, uint8_t kind, const uint8_t *p, uint32_t len)
 {
 	struct soft_oseg *last = sl->os_n ? &sl->os[(sl->os_head + sl->os_n - 1) % sl->os_cap] : NULL;
-	if (kind == SEG_OWN && last && last->kind == SEG_OWN) {
+	if (kind == SEG_OWN && last && last->kind == SEG_OWN)
 		last->len += len;
-		return 0;
-	}
-	if (sl->os_n == sl->os_cap) {
-		uint32_t cap = sl->os_cap ? sl->os_cap * 2 : 256;
-		struct soft_oseg *n = malloc(cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < sl->os_n; i++)
-			n[i] = sl->os[(sl->os_head + i) % sl->os_cap];
-		free(sl->os);
-		sl->os = n;
-		sl->os_head = 0;
-		sl->os_cap = cap;
-	}
-	sl->os[(sl->os_head + sl->os_n++) % sl->os_cap] = (struct soft_oseg){.p = p, .len = len, .kind = kind};
-	return 0;
+	else
+		sl->os[(sl->os_head + sl->os_n++) % sl->os_cap] = (struct soft_oseg){.p = p, .len = len, .kind = kind};
 }
 
 /* Queue one frame; a completion follows when it has left, if wc is given.
@@ -237,28 +245,24 @@ static int post_frame(struct soft_link *sl, const struct wire_frame *f, const st
 	for (int i = 0; i < iovcnt; i++)
 		if (!ring || iov[i].iov_len < SOFT_ZC_MIN)
 			own += iov[i].iov_len;
-	if (reserve_out(sl, own) < 0)
-		return -ENOMEM;
+	if (reserve_out(sl, own) < 0 || seg_room(sl, 1 + (uint32_t)iovcnt) < 0 ||
+	    (wc && pend_push(sl, sl->queued + len, wc) < 0))
+		return -ENOMEM; /* nothing queued */
 	wire_frame_encode(f, sl->out + sl->olen);
 	sl->olen += WIRE_FRAME_LEN;
-	if (seg_push(sl, SEG_OWN, NULL, WIRE_FRAME_LEN) < 0)
-		return -ENOMEM;
+	seg_push(sl, SEG_OWN, NULL, WIRE_FRAME_LEN);
 	for (int i = 0; i < iovcnt; i++) {
 		uint32_t l = (uint32_t)iov[i].iov_len;
 		if (ring && l >= SOFT_ZC_MIN) {
-			if (seg_push(sl, SEG_EXT, iov[i].iov_base, l) < 0)
-				return -ENOMEM;
+			seg_push(sl, SEG_EXT, iov[i].iov_base, l);
 			continue;
 		}
 		memcpy(sl->out + sl->olen, iov[i].iov_base, l);
 		sl->olen += l;
-		if (seg_push(sl, SEG_OWN, NULL, l) < 0)
-			return -ENOMEM;
+		seg_push(sl, SEG_OWN, NULL, l);
 	}
 	sl->queued += len;
 	sl->oq += len;
-	if (wc && pend_push(sl, wc) < 0)
-		return -ENOMEM;
 	if (!sl->connecting && !sl->sx->batch)
 		soft_flush(sl);
 	return 0;
