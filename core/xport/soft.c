@@ -183,18 +183,10 @@ static int reserve_out(struct soft_link *sl, size_t need)
 /* The completion WC, once the stream's first END bytes are acknowledged. */
 static int pend_push(struct soft_link *sl, uint64_t end, const struct xwc *wc)
 {
-	if (sl->pw_n == sl->pw_cap) {
-		uint32_t cap = sl->pw_cap ? sl->pw_cap * 2 : 256;
-		struct soft_pend *n = malloc(cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < sl->pw_n; i++)
-			n[i] = sl->pw[(sl->pw_head + i) % sl->pw_cap];
-		free(sl->pw);
-		sl->pw = n;
-		sl->pw_head = 0;
-		sl->pw_cap = cap;
-	}
+	struct soft_pend *pw = xq_room(sl->pw, &sl->pw_head, sl->pw_n, &sl->pw_cap, 1, sizeof(*pw), 256);
+	if (!pw)
+		return -ENOMEM;
+	sl->pw = pw;
 	sl->pw[(sl->pw_head + sl->pw_n) % sl->pw_cap] = (struct soft_pend){.end = end, .wc = *wc};
 	sl->pw_n++;
 	return 0;
@@ -203,20 +195,10 @@ static int pend_push(struct soft_link *sl, uint64_t end, const struct xwc *wc)
 /* Room for N more pieces of the queue: 0 or -ENOMEM. */
 static int seg_room(struct soft_link *sl, uint32_t n)
 {
-	uint32_t cap = sl->os_cap ? sl->os_cap : 256;
-	struct soft_oseg *os;
-	while (cap - sl->os_n < n)
-		cap *= 2;
-	if (cap == sl->os_cap)
-		return 0;
-	if (!(os = malloc(cap * sizeof(*os))))
+	struct soft_oseg *os = xq_room(sl->os, &sl->os_head, sl->os_n, &sl->os_cap, n, sizeof(*os), 256);
+	if (!os)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < sl->os_n; i++)
-		os[i] = sl->os[(sl->os_head + i) % sl->os_cap];
-	free(sl->os);
 	sl->os = os;
-	sl->os_head = 0;
-	sl->os_cap = cap;
 	return 0;
 }
 
@@ -389,20 +371,13 @@ static void soft_forget(struct xport *xp, const void *addr, size_t len)
 static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
 {
 	struct soft_link *sl = SL(l);
+	struct soft_recv *rq;
 	if (!sl || sl->closed)
 		return -ENOTCONN;
-	if (sl->rq_n == sl->rq_cap) {
-		uint32_t cap = sl->rq_cap ? sl->rq_cap * 2 : HUB_CTL_RECVS;
-		struct soft_recv *n = malloc(cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < sl->rq_n; i++)
-			n[i] = sl->rq[(sl->rq_head + i) % sl->rq_cap];
-		free(sl->rq);
-		sl->rq = n;
-		sl->rq_head = 0;
-		sl->rq_cap = cap;
-	}
+	rq = xq_room(sl->rq, &sl->rq_head, sl->rq_n, &sl->rq_cap, 1, sizeof(*rq), HUB_CTL_RECVS);
+	if (!rq)
+		return -ENOMEM;
+	sl->rq = rq;
 	sl->rq[(sl->rq_head + sl->rq_n) % sl->rq_cap] = (struct soft_recv){wr_id, buf, len};
 	sl->rq_n++;
 	if (sl->stalled) {

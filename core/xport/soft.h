@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "xport_hub.h"
+#include "xqueue.h"
 #include "frame.h"
 
 #define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */

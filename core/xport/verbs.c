@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "verbs.h"
+#include "xqueue.h"
 #include "err.h"
 #include "log.h"
 
@@ -101,18 +102,10 @@ int verbs_srq_fit(struct vx *vx)
 
 static int fifo_push(struct vlink *vl, uint64_t wr_id, uint32_t len, enum xwc_op op)
 {
-	if (vl->f_n == vl->f_cap) {
-		uint32_t cap = vl->f_cap ? vl->f_cap * 2 : SQ_DEPTH;
-		struct vpost *n = malloc(cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < vl->f_n; i++)
-			n[i] = vl->fifo[(vl->f_head + i) % vl->f_cap];
-		free(vl->fifo);
-		vl->fifo = n;
-		vl->f_head = 0;
-		vl->f_cap = cap;
-	}
+	struct vpost *f = xq_room(vl->fifo, &vl->f_head, vl->f_n, &vl->f_cap, 1, sizeof(*f), SQ_DEPTH);
+	if (!f)
+		return -ENOMEM;
+	vl->fifo = f;
 	vl->fifo[(vl->f_head + vl->f_n) % vl->f_cap] =
 		(struct vpost){.seq = vl->seq, .wr_id = wr_id, .len = len, .op = op};
 	vl->f_n++;
@@ -326,20 +319,13 @@ static void deliver_recv(struct vlink *vl, const uint8_t *msg, uint32_t byte_len
 static int verbs_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t len)
 {
 	struct vlink *vl = VL(l);
+	struct vrecv *rq;
 	if (!vl || vl->closed)
 		return -ENOTCONN;
-	if (vl->rq_n == vl->rq_cap) {
-		uint32_t cap = vl->rq_cap ? vl->rq_cap * 2 : HUB_CTL_RECVS;
-		struct vrecv *n = malloc(cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < vl->rq_n; i++)
-			n[i] = vl->rq[(vl->rq_head + i) % vl->rq_cap];
-		free(vl->rq);
-		vl->rq = n;
-		vl->rq_head = 0;
-		vl->rq_cap = cap;
-	}
+	rq = xq_room(vl->rq, &vl->rq_head, vl->rq_n, &vl->rq_cap, 1, sizeof(*rq), HUB_CTL_RECVS);
+	if (!rq)
+		return -ENOMEM;
+	vl->rq = rq;
 	vl->rq[(vl->rq_head + vl->rq_n) % vl->rq_cap] = (struct vrecv){wr_id, buf, len};
 	vl->rq_n++;
 	if (vl->e_n) {
