@@ -106,6 +106,17 @@ static int out_iov(const struct soft_link *sl, struct iovec *iov, int max)
 	return n;
 }
 
+/* The first piece of the queue goes (sent, or the link closed). */
+static void seg_pop(struct soft_link *sl)
+{
+	struct soft_oseg *g = &sl->os[sl->os_head];
+	if (g->kind == SEG_HEAP)
+		free((void *)g->p);
+	sl->os_head = (sl->os_head + 1) % sl->os_cap;
+	sl->os_n--;
+	sl->os_off = 0;
+}
+
 /* N bytes of the queue went to the kernel. */
 static void out_sent(struct soft_link *sl, size_t n)
 {
@@ -122,11 +133,7 @@ static void out_sent(struct soft_link *sl, size_t n)
 		n -= t;
 		if (sl->os_off < g->len)
 			break;
-		if (g->kind == SEG_HEAP)
-			free((void *)g->p);
-		sl->os_head = (sl->os_head + 1) % sl->os_cap;
-		sl->os_n--;
-		sl->os_off = 0;
+		seg_pop(sl);
 	}
 }
 
@@ -326,13 +333,8 @@ static void soft_link_close(struct xlink *l)
 		if (sx->cq[sx->cq_head + i].link != l)
 			sx->cq[sx->cq_head + k++] = sx->cq[sx->cq_head + i];
 	sx->cq_n = k;
-	while (sl->os_n) {
-		struct soft_oseg *g = &sl->os[sl->os_head];
-		if (g->kind == SEG_HEAP)
-			free((void *)g->p);
-		sl->os_head = (sl->os_head + 1) % sl->os_cap;
-		sl->os_n--;
-	}
+	while (sl->os_n)
+		seg_pop(sl);
 	free(sl->os);
 	free(sl->out);
 	free(sl->in);
