@@ -4,10 +4,13 @@
  * aligned, non-overlapping blocks inside [data_off, bytes), returns 0 when
  * full or for sizes that are not ring sizes, reuses released blocks, and
  * keeps arena_in_use exact; released blocks written to stay warm (not to
- * be punched) up to ARENA_WARM_BYTES, and a warm block taken again frees
- * its share of that budget; arena_cool punches every warm block out of
- * the memory file (its pages gone, its bytes zero again) and frees the
- * whole budget, and arena_allocs counts the blocks handed out; arena_ring_size rounds up to a power of two and
+ * be punched) while the warm blocks and those in use stay within the most
+ * the allocator had in use over its last two looks (at least
+ * ARENA_WARM_BYTES), and come back the last freed first; arena_cool
+ * punches out of the memory file (pages gone, bytes zero again) every
+ * warm block of a quiet allocator, and those beyond that bound of a busy
+ * one, so that a spike's blocks go at its second look; arena_allocs counts
+ * the blocks handed out; arena_ring_size rounds up to a power of two and
  * clamps to [ARENA_MIN_RING, ARENA_MAX_RING].
  */
 #include "helpers.h"
@@ -186,35 +189,39 @@ static void alloc_cases(void)
 	max_ring_only(data_off, end);
 }
 
-/* warm releases: up to ARENA_WARM_BYTES, the budget coming back as warm
- * blocks are taken again; a plain release is never warm */
+/* warm releases: every block of a churn within its own peak stays warm
+ * and comes back the last freed first; one that would take the warm and
+ * used blocks past that peak is cold; a plain release is never warm */
 static void warm_cases(void)
 {
 	const uint64_t size = 131072, n = 2 * ARENA_WARM_BYTES / size;
 	struct arena_alloc *a = arena_alloc_new(1ull << 20, 64ull << 20);
-	uint64_t off[64], warm = 0;
+	uint64_t off[64], small;
 	CHECK(a && n <= 64);
 	for (uint64_t i = 0; i < n; i++)
 		CHECK((off[i] = arena_alloc(a, size)) != 0);
 	for (uint64_t i = 0; i < n; i++)
-		warm += (uint64_t)arena_release_warm(a, off[i], size);
-	CHECK_EQ(warm, ARENA_WARM_BYTES / size);
-	CHECK_EQ(arena_in_use(a), 0);
-	/* the last released (cold) comes back first; then the warm ones */
-	for (uint64_t i = 0; i < n; i++)
-		CHECK(arena_alloc(a, size) != 0);
-	/* every warm block was taken again: the whole budget is free, and
-	 * a plain release takes none of it */
-	arena_release(a, off[n - 2], size);
-	for (uint64_t i = 0; i < ARENA_WARM_BYTES / size; i++)
 		CHECK_EQ(arena_release_warm(a, off[i], size), 1);
-	CHECK_EQ(arena_release_warm(a, off[n - 1], size), 0);
+	CHECK_EQ(arena_in_use(a), 0);
+	for (uint64_t i = n; i-- > 0;)
+		CHECK_EQ(arena_alloc(a, size), off[i]);
+	for (uint64_t i = 0; i < n; i++)
+		CHECK_EQ(arena_release_warm(a, off[i], size), 1);
+	/* the peak's worth is warm: a fresh block of another size goes cold */
+	CHECK((small = arena_alloc(a, 4096)) != 0);
+	CHECK_EQ(arena_release_warm(a, small, 4096), 0);
 	CHECK_EQ(arena_release_warm(a, 0, size), 0);
+	/* a plain release is cold and takes none of the bound */
+	CHECK_EQ(arena_alloc(a, size), off[n - 1]);
+	arena_release(a, off[n - 1], size);
+	CHECK((small = arena_alloc(a, 8192)) != 0);
+	CHECK_EQ(arena_release_warm(a, small, 8192), 1);
 	arena_alloc_free_all(a);
 }
 
-/* arena_cool: the warm blocks' pages punched out of the file, the
- * budget free again; a cold block's page is not the allocator's to punch */
+/* arena_cool: a quiet allocator's warm blocks punched out of the file; a
+ * busy one keeps those within its peak of the last two looks; a cold
+ * block's page is not the allocator's to punch */
 static void cool_cases(void)
 {
 	const uint64_t size = 8192, bytes = 1ull << 20;
@@ -230,25 +237,33 @@ static void cool_cases(void)
 		memset(m + off[i], 0xab, size);
 	}
 	CHECK_EQ(arena_allocs(a), 3u);
-	CHECK_EQ(arena_cool(a, fd), 0u); /* nothing warm */
+	CHECK_EQ(arena_cool(a, fd, 0), 0u); /* nothing warm */
 	CHECK_EQ(arena_release_warm(a, off[0], size), 1);
 	CHECK_EQ(arena_release_warm(a, off[1], size), 1);
 	arena_release(a, off[2], size);
-	CHECK_EQ(arena_cool(a, fd), 2u);
+	CHECK_EQ(arena_cool(a, fd, 1), 0u); /* busy: within ARENA_WARM_BYTES */
+	CHECK(m[off[0]] == 0xab);
+	CHECK_EQ(arena_cool(a, fd, 0), 2u); /* adjacent: one punch */
 	CHECK(m[off[0]] == 0 && m[off[1] + size - 1] == 0 && m[off[2]] == 0xab);
-	CHECK_EQ(arena_cool(a, fd), 0u);
+	CHECK_EQ(arena_cool(a, fd, 0), 0u);
 	arena_alloc_free_all(a);
-	/* the whole budget free again: as many 128 KiB blocks warm as ever */
+	/* a spike of 8 MiB: kept at the look after it, back to
+	 * ARENA_WARM_BYTES at the next, none once quiet */
+	const uint64_t big = 131072, nb = 2 * ARENA_WARM_BYTES / big;
+	uint64_t b[64];
 	a = arena_alloc_new(1ull << 20, 64ull << 20);
-	uint64_t big[64], nb = ARENA_WARM_BYTES / 131072;
 	CHECK(a && nb <= 64);
-	CHECK_EQ(arena_release_warm(a, arena_alloc(a, size), size), 1);
-	CHECK_EQ(arena_cool(a, -1), 1u); /* (a bad descriptor punches nothing, the count goes) */
 	for (uint64_t i = 0; i < nb; i++)
-		CHECK((big[i] = arena_alloc(a, 131072)) != 0);
+		CHECK((b[i] = arena_alloc(a, big)) != 0);
 	for (uint64_t i = 0; i < nb; i++)
-		CHECK_EQ(arena_release_warm(a, big[i], 131072), 1);
-	CHECK_EQ(arena_allocs(a), 1 + nb);
+		CHECK_EQ(arena_release_warm(a, b[i], big), 1);
+	CHECK_EQ(arena_cool(a, -1, 1), 0u);
+	CHECK_EQ(arena_cool(a, -1, 1), nb / 2); /* (a bad descriptor punches nothing, the count goes) */
+	CHECK_EQ(arena_alloc(a, big), b[nb - 1]); /* a kept one: freed last */
+	CHECK_EQ(arena_release_warm(a, b[nb - 1], big), 1);
+	CHECK_EQ(arena_cool(a, -1, 0), nb / 2);
+	CHECK_EQ(arena_cool(a, -1, 0), 0u);
+	CHECK_EQ(arena_allocs(a), nb + 1);
 	arena_alloc_free_all(a);
 	munmap(m, bytes);
 	close(fd);

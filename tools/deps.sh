@@ -46,6 +46,7 @@ pkgs=(
 	gnuplot-nox     # tests/bench/suite.sh: its plots
 	# sockets that move between processes
 	nodejs          # tests/node-cluster-serves-over-rshare.bats: cluster, both policies
+	python3         # tests/bench/churn.sh: an asyncio echo client and server
 	haproxy         # tests/haproxy-seamless-reload-under-load-over-rshare.bats (-x, -sf)
 	openssh-server  # tests/sshd-reexec-privsep-serves-over-rshare.bats: re-exec, chroot, seccomp
 	openssh-client  # ssh, ssh-keygen

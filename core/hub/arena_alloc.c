@@ -4,16 +4,24 @@
  * Ring sizes are powers of two from ARENA_MIN_RING to ARENA_MAX_RING; the
  * allocator keeps one free list per size class and carves new blocks from
  * the untouched end of the arena.  Its state lives in the hub's own memory,
- * never in the arena, so nothing a process writes can confuse it.  Freed
- * blocks are punched out of the memfd so an idle pool gives memory back,
- * but for the last ARENA_WARM_BYTES of them (arena_release_warm): a
- * punch flushes the TLB of every CPU that runs a process mapping the
- * file, and the next connection, which takes the block freed last first,
- * would fault its pages in again and have them zeroed.  Short
- * connections one after another, or a few dozen at a time, so cost no
- * punch and no fault; the warm blocks of an allocator that handed out
- * nothing for a while are punched then (arena_cool, a second after: the
- * hub looks at its pools once a second), so an idle pool keeps nothing.
+ * never in the arena, so nothing a process writes can confuse it.
+ *
+ * Freed blocks stay warm: their pages are kept, and the next block of
+ * their size is the one freed last.  A fresh page costs a fault in every
+ * process that touches it and in the hub, each a trap that some virtual
+ * machines make 7 to 14 us a page, and a punch flushes the TLB of every
+ * CPU that runs a process mapping the file; kernel TCP reuses its buffers
+ * instead.  So churn, even of thousands of connections at once, costs no
+ * fault and no punch once the pool has its pages.  What stays warm is
+ * bounded by what the pool itself held lately: a block released while the
+ * blocks in use and the warm ones would pass the peak of the blocks in use
+ * over this look and the one before (at least ARENA_WARM_BYTES) is cold,
+ * its pages punched by the caller.  Once a second the hub looks
+ * (arena_cool): an allocator that handed out nothing since lets every
+ * warm block go, one that did keeps that many warm and punches the rest,
+ * so a spike's pages go back two seconds after it and an idle pool keeps
+ * nothing.  Adjacent blocks are punched in one call, and a look punches
+ * at most COOL_BLOCKS blocks (the others wait for the next).
  */
 #include "arena_alloc.h"
 
@@ -29,10 +37,13 @@ struct free_blk {
 	struct free_blk *next;
 };
 
+#define COOL_BLOCKS 4096 /* blocks punched in one look, at most */
+
 struct arena_alloc {
 	uint64_t next, end, in_use;
 	uint64_t allocs; /* blocks handed out, ever */
 	uint64_t warm; /* the bytes of the warm free blocks */
+	uint64_t peak, peak_last; /* the most in use since the last look, and over the look before */
 	uint64_t *charge, limit;
 	struct free_blk *free[NCLASS];
 };
@@ -112,6 +123,8 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size)
 		a->next = at + size;
 	}
 	a->in_use += size;
+	if (a->in_use > a->peak)
+		a->peak = a->in_use;
 	a->allocs++;
 	if (a->charge)
 		*a->charge += size;
@@ -123,18 +136,64 @@ uint64_t arena_allocs(const struct arena_alloc *a)
 	return a->allocs;
 }
 
-uint32_t arena_cool(struct arena_alloc *a, int memfd)
+/* What the pool may hold in warm blocks and blocks in use together. */
+static uint64_t hold(const struct arena_alloc *a)
 {
+	uint64_t p = a->peak > a->peak_last ? a->peak : a->peak_last;
+	return p > ARENA_WARM_BYTES ? p : ARENA_WARM_BYTES;
+}
+
+struct range {
+	uint64_t off, size;
+};
+
+static int range_cmp(const void *x, const void *y)
+{
+	const struct range *a = x, *b = y;
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* Punch the n ranges out of memfd, adjacent ones in one call. */
+static void punch_ranges(int memfd, struct range *r, uint32_t n)
+{
+	qsort(r, n, sizeof(*r), range_cmp);
+	for (uint32_t i = 0; i < n;) {
+		uint64_t off = r[i].off, end = r[i].off + r[i].size;
+		for (i++; i < n && r[i].off == end; i++)
+			end += r[i].size;
+		fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)(end - off));
+	}
+}
+
+uint32_t arena_cool(struct arena_alloc *a, int memfd, int busy)
+{
+	struct range *r;
 	uint32_t n = 0;
-	uint64_t size = ARENA_MIN_RING;
-	for (int c = 0; c < NCLASS && a->warm; c++, size <<= 1)
-		for (struct free_blk *b = a->free[c]; b; b = b->next)
-			if (b->warm) {
-				fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)b->off, (off_t)size);
-				b->warm = 0;
-				a->warm -= size;
-				n++;
+	uint64_t keep = 0, kept = 0, size = ARENA_MIN_RING;
+	if (busy) {
+		a->peak_last = a->peak;
+		a->peak = a->in_use;
+		keep = hold(a) - a->in_use; /* hold() >= peak >= in_use */
+	} else {
+		a->peak_last = a->peak = a->in_use;
+	}
+	if (a->warm <= keep || !(r = malloc(COOL_BLOCKS * sizeof(*r))))
+		return 0; /* (without memory: they wait for the next look) */
+	/* each list from the block freed last: those the next blocks are */
+	for (int c = 0; c < NCLASS && a->warm > keep && n < COOL_BLOCKS; c++, size <<= 1)
+		for (struct free_blk *b = a->free[c]; b && n < COOL_BLOCKS; b = b->next) {
+			if (!b->warm)
+				continue;
+			if (kept + size <= keep) {
+				kept += size;
+				continue;
 			}
+			r[n++] = (struct range){b->off, size};
+			b->warm = 0;
+			a->warm -= size;
+		}
+	punch_ranges(memfd, r, n);
+	free(r);
 	return n;
 }
 
@@ -148,12 +207,12 @@ static int release(struct arena_alloc *a, uint64_t off, uint64_t size, int warm)
 	if (!b)
 		return 0; /* leaks arena space, never memory safety */
 	b->off = off;
-	b->warm = warm && a->warm + size <= ARENA_WARM_BYTES;
+	a->in_use -= size;
+	b->warm = warm && a->in_use + a->warm + size <= hold(a);
 	if (b->warm)
 		a->warm += size;
 	b->next = a->free[c];
 	a->free[c] = b;
-	a->in_use -= size;
 	if (a->charge)
 		*a->charge -= size;
 	return b->warm;
@@ -190,7 +249,7 @@ struct arena_alloc *arena_alloc_load(int (*get)(void *c, void *b, size_t n), voi
 	struct arena_alloc *a;
 	if (get(c, head, sizeof(head)) < 0 || head[0] > head[1] || !(a = arena_alloc_new(head[0], head[1])))
 		return NULL;
-	a->in_use = head[2];
+	a->in_use = a->peak = head[2];
 	for (int k = 0; k < NCLASS; k++) {
 		uint64_t n;
 		if (get(c, &n, sizeof(n)) < 0 || n > (head[1] >> 12))

@@ -17,15 +17,17 @@ uint64_t arena_alloc(struct arena_alloc *a, uint64_t size);
 /* A block never written to (the caller has nothing to punch)... */
 void arena_release(struct arena_alloc *a, uint64_t off, uint64_t size);
 /* ...or one that was: 1 when it stays warm (its pages are kept for the
- * next block of its size, up to ARENA_WARM_BYTES of them), 0 when the
- * caller punches its pages out. */
+ * next block of its size, while the warm blocks and those in use stay
+ * within the most the allocator had in use over its last two looks, or
+ * ARENA_WARM_BYTES), 0 when the caller punches its pages out. */
 #define ARENA_WARM_BYTES (4u << 20)
 int arena_release_warm(struct arena_alloc *a, uint64_t off, uint64_t size);
-/* The blocks it ever handed out: one that handed out none since the last
- * look may let its warm blocks go: arena_cool punches them out of MEMFD
- * (they stay free), and says how many. */
+/* The blocks it ever handed out.  A look, once a second: arena_cool
+ * punches out of MEMFD the warm blocks (they stay free) of one that
+ * handed out none since the last look (BUSY 0), or those beyond what
+ * the bound above keeps (BUSY 1), and says how many. */
 uint64_t arena_allocs(const struct arena_alloc *a);
-uint32_t arena_cool(struct arena_alloc *a, int memfd);
+uint32_t arena_cool(struct arena_alloc *a, int memfd, int busy);
 uint64_t arena_in_use(const struct arena_alloc *a);
 /* Charge what it hands out to *charge too, and refuse (0) what would
  * take *charge past limit (0: no limit). */

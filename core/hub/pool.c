@@ -204,19 +204,19 @@ void pools_sweep(struct hub *h)
 	}
 }
 
-/* An allocator that handed out no ring since the last look (*seen) lets
- * its warm free rings go. */
+/* A look at an allocator: busy when it handed out a ring since the last
+ * (*seen); a quiet one lets all its warm free rings go, a busy one those
+ * beyond its recent peak (arena_alloc.c). */
 static void cool(struct hub *h, struct arena_alloc *a, int memfd, uint64_t *seen)
 {
 	uint64_t n = arena_allocs(a);
-	if (n == *seen)
-		h->rings_punched += arena_cool(a, memfd);
+	h->rings_punched += arena_cool(a, memfd, n != *seen);
 	*seen = n;
 }
 
-/* Once a second: the warm free rings (arena_alloc.c) of the allocators
- * that were quiet for that second, a pool's receive and send rings and a
- * pair segment's, go back: churn keeps them, an idle pool keeps none. */
+/* Once a second: the warm free rings (arena_alloc.c) of a pool's
+ * receive and send rings and of a pair segment: churn keeps those it
+ * reuses, a spike's go back after it, an idle pool keeps none. */
 void pools_cool(struct hub *h)
 {
 	uint64_t now = hub_now_ms();
