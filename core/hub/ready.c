@@ -59,7 +59,7 @@
  * socket gives what it holds), so no second call to learn EAGAIN. */
 static void drain(int fd)
 {
-	char buf[4096];
+	char buf[16384]; /* more than P's least send buffer lets it hold: one call */
 	while (read(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf))
 		;
 }
@@ -78,7 +78,7 @@ int hpoll_get(struct hsock *s)
 	keep_trim(the_hub); /* room for two more, waited for near the limit */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	/* the least the kernel allows: filling it takes two writes */
+	/* the least the kernel allows: a few KiB fill it */
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	s->poll_p = sv[0];
 	s->poll_h = sv[1];
@@ -89,9 +89,10 @@ int hpoll_get(struct hsock *s)
 	atomic_store(&s->as->rx_sig, 0);
 	atomic_store(&s->as->tx_blk, 0);
 	if (s->state == HS_CONNECTING) {
-		/* not writable until the connection is made (or given up) */
-		static const char junk[4096];
-		while (write(s->poll_p, junk, sizeof(junk)) > 0)
+		/* not writable until the connection is made (or given up):
+		 * a write that P does not take whole filled it, in one call */
+		static const char junk[16384];
+		while (write(s->poll_p, junk, sizeof(junk)) == (ssize_t)sizeof(junk))
 			;
 		atomic_store(&s->as->tx_blk, 1);
 	}
@@ -169,7 +170,9 @@ again:
 	    (rx_tail != s->poll_rx_tail && (readable || lowat == 1))) {
 		atomic_store(&as->rx_sig, 1);
 		s->poll_rx_tail = rx_tail;
-		if (write(hfd, "r", 1) < 0) {
+		/* once H is shut for writing (the end of the stream) P reads
+		 * its end for good: a byte more is an EPIPE */
+		if (!s->poll_fin && send(hfd, "r", 1, MSG_NOSIGNAL) < 0) {
 			/* full of earlier bytes: P is readable anyway */
 		}
 	}
@@ -180,7 +183,7 @@ again:
 			/* unread data in H when it closes (its last copy, a
 			 * keeper's too): P gets ECONNRESET */
 			int pfd = keep_fd(the_hub, s, 0);
-			if (pfd >= 0 && write(pfd, "e", 1) < 0) {
+			if (pfd >= 0 && send(pfd, "e", 1, MSG_NOSIGNAL) < 0) {
 				/* P is full of the process's filling: unread data anyway */
 			}
 			keep_close_end(the_hub, s, 1);

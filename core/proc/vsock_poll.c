@@ -245,7 +245,8 @@ void vs_tx_settle(uint32_t slot, struct arena_slot *as)
 	int fd = vs_poll_fds[slot] - 1;
 	if (fd < 0)
 		return;
-	while (rd_fill(fd, junk, sizeof(junk)) > 0)
+	/* a write the descriptor does not take whole filled it: one call */
+	while (rd_fill(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk))
 		;
 	atomic_store(&as->tx_blk, 1);
 	if (as->pair_seg) {

@@ -32,6 +32,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "soft.h"
@@ -157,7 +158,6 @@ void soft_flush(struct soft_link *sl)
 		return;
 	if (!sl->oq)
 		sl->ooff = sl->olen = 0;
-	reap_sent(sl);
 	soft_set_events(sl);
 	if (sl->oq < before && sl->oq < SOFT_OUT_MAX / 2 && hub_link_waiting(sl->l))
 		hub_link_writable(sl->l);
@@ -391,17 +391,35 @@ static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t l
 
 /* Acknowledgements come without an event: the hub looks again within
  * xp->waiting us, 50 at first, twice as long each time nothing came, up
- * to 10 ms (a peer that went silent costs no busy loop). */
+ * to 10 ms (a peer that went silent costs no busy loop).  A hub that
+ * spins passes here every few microseconds, and each look is a system
+ * call: it looks when bytes came from the peer since the last (an
+ * acknowledgement rides with them), else at most every ACK_LOOK_NS. */
+#define ACK_LOOK_NS 20000
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void ack_look(struct xport *xp, struct soft_link *sl)
 {
-	uint64_t before = sl->acked;
-	reap_sent(sl);
-	if (!sl->pw_n)
-		return;
-	if (sl->acked != before || !sl->ack_poll_us)
+	uint64_t before = sl->acked, now = mono_ns();
+	if (sl->rcvd != sl->rcvd_looked || now - sl->ack_look_ns >= ACK_LOOK_NS) {
+		sl->rcvd_looked = sl->rcvd;
+		sl->ack_look_ns = now;
+		reap_sent(sl);
+		if (!sl->pw_n)
+			return;
+		if (sl->acked != before || !sl->ack_poll_us)
+			sl->ack_poll_us = 50;
+		else if (sl->ack_poll_us < 10000)
+			sl->ack_poll_us *= 2;
+	}
+	if (!sl->ack_poll_us)
 		sl->ack_poll_us = 50;
-	else if (sl->ack_poll_us < 10000)
-		sl->ack_poll_us *= 2;
 	if (!xp->waiting || sl->ack_poll_us < (uint32_t)xp->waiting)
 		xp->waiting = (int)sl->ack_poll_us;
 }

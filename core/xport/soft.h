@@ -70,6 +70,8 @@ struct soft_link {
 	size_t olen, ooff, ocap, oq;
 	uint64_t queued, written, acked; /* bytes of the stream: queued, given to the kernel, acknowledged */
 	uint32_t ack_poll_us;            /* how soon to look for acknowledgements again */
+	uint64_t ack_look_ns;            /* when it last looked (SIOCOUTQ) */
+	uint64_t rcvd, rcvd_looked;      /* bytes read from the link, ever, and at that look */
 	struct soft_pend *pw;
 	uint32_t pw_head, pw_n, pw_cap;
 	uint8_t *in;

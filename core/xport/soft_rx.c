@@ -162,8 +162,10 @@ static ssize_t read_some(struct soft_link *sl)
 		sl->icap = cap;
 	}
 	n = recv(sl->fd, sl->in + len, sl->icap - len, MSG_DONTWAIT);
-	if (n > 0)
+	if (n > 0) {
 		soft_in_set(sl, base, len + (uint32_t)n, off);
+		sl->rcvd += (uint64_t)n;
+	}
 	return n;
 }
 

@@ -56,6 +56,8 @@
 #   - wrk (-t 2 -c BENCH_WRK_CONNS) against nginx with 2 workers answering
 #     from its configuration, requests/s; n/a on rsockets (nginx needs
 #     epoll, which librspreload does not carry)
+#   - ab -c BENCH_AB_CONNS -n BENCH_AB_N against the same nginx, without
+#     keep-alive: a connection a request, requests/s (where ab is installed)
 #   - iperf3 -P 4 (4 parallel streams, BENCH_IPERF_SECS) against iperf3 -s,
 #     Mbit/s received
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
@@ -137,6 +139,8 @@ tools=${BENCH_TOOLS-sockperf wrk iperf3}
 sp_secs=${BENCH_SOCKPERF_SECS:-$d_secs}
 wrk_secs=${BENCH_WRK_SECS:-$d_secs}
 wrk_conns=${BENCH_WRK_CONNS:-16}
+ab_conns=${BENCH_AB_CONNS:-50}
+ab_n=${BENCH_AB_N:-$((quick ? 2000 : 10000))}
 ip_secs=${BENCH_IPERF_SECS:-$d_secs}
 next_port=${BENCH_PORT:-18800}
 hub_port=${BENCH_HUB_PORT:-18611}
@@ -166,7 +170,7 @@ human() {
 		echo "$1 B"
 	fi
 }
-for v in rounds msg_secs conn_n rtt_n sp_secs wrk_secs wrk_conns ip_secs; do
+for v in rounds msg_secs conn_n rtt_n sp_secs wrk_secs wrk_conns ab_conns ab_n ip_secs; do
 	isnum "${!v}" || die "${v}: want a positive number, not '${!v}'"
 done
 for s in $rtt_sizes; do
@@ -351,7 +355,7 @@ fail_cell() { # ROW COLUMN REASON (the first failure of a cell stays)
 # the rows of every column, for the failure of a whole column
 all_rows() {
 	local s w c
-	echo conn sp_med sp_p99 wrk ip3 handoff idle
+	echo conn sp_med sp_p99 wrk ab ip3 handoff idle
 	for s in $rtt_sizes; do echo "rttm_$s rttp_$s"; done
 	for w in $stream_sizes; do echo "st_$w"; done
 	for c in $grid; do echo "mr_$c"; done
@@ -612,13 +616,14 @@ wrk_row() {
 	local col=$1 name=$1-wrk port=$next_port before rc reason="" srv d url i code
 	next_port=$((next_port + 1))
 	progress "wrk against nginx" "$col"
+	cell[ab,$col]="n/a (no ab)"
 	if [[ $col == rsockets ]]; then
-		cell[wrk,$col]="n/a (nginx needs epoll)"
+		cell[wrk,$col]="n/a (nginx needs epoll)" cell[ab,$col]=${cell[wrk,$col]}
 		return
 	fi
 	for t in wrk nginx curl; do
 		if ! PATH=$PATH:/usr/sbin command -v $t >/dev/null; then
-			cell[wrk,$col]="n/a (no $t)"
+			cell[wrk,$col]="n/a (no $t)" cell[ab,$col]=${cell[wrk,$col]}
 			return
 		fi
 	done
@@ -666,10 +671,25 @@ wrk_row() {
 		elif grep -qE 'Socket errors|Non-2xx' "$tmp/$name.out"; then
 			notes+=("$col wrk: $(grep -E 'Socket errors|Non-2xx' "$tmp/$name.out" | tr -s ' ' | paste -sd';' -).")
 		fi
+		[[ -z $reason ]] && command -v ab >/dev/null && ab_step "$col" "$name-ab" "$url"
 	fi
 	stop "$srv"
 	[[ -z $reason ]] && off_path "$col" "$before" && reason=$off_reason
-	[[ -n $reason ]] && fail_cell wrk "$col" "$reason"
+	[[ -n $reason ]] && fail_cell wrk "$col" "$reason" && fail_cell ab "$col" "$reason"
+}
+
+# ab_step COLUMN NAME URL: ab without keep-alive against wrk_row's nginx
+ab_step() {
+	local col=$1 name=$2 rc
+	client "$col" "$name" ab -q -c "$ab_conns" -n "$ab_n" "$3"
+	rc=$?
+	cell[ab,$col]=$(awk '/^Requests per second:/ { printf "%.0f", $4 }' "$tmp/$name.out")
+	if ((rc != 0)) || [[ -z ${cell[ab,$col]} ]]; then
+		fail_cell ab "$col" "ab: $(grep -m 1 -iE 'error|failed|refused' "$tmp/$name.out" "$tmp/$name.err" | cut -d: -f2- | cut -c1-80)"
+		show_err "$col ab" "$tmp/$name.out" "$tmp/$name.err"
+	elif ! grep -qE '^Failed requests: +0$' "$tmp/$name.out"; then
+		notes+=("$col ab: $(grep -E '^Failed requests' "$tmp/$name.out" | tr -s ' ').")
+	fi
 }
 
 # iperf3_row COLUMN: iperf3 -P 4 against iperf3 -s (one test), Mbit/s received
@@ -965,6 +985,7 @@ tables() {
 		row sp_p99 "sockperf ping-pong 64 B, p99 us"
 	fi
 	tool_ok wrk && row wrk "wrk -t 2 -c $wrk_conns (${wrk_secs} s) against nginx (2 workers), requests/s"
+	tool_ok wrk && row ab "ab -c $ab_conns -n $ab_n against that nginx, a connection a request, requests/s"
 	tool_ok iperf3 && row ip3 "iperf3 -P 4 (${ip_secs} s), Mbit/s received"
 	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
 	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
