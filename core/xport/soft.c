@@ -407,7 +407,12 @@ static uint64_t mono_ns(void)
 static void ack_look(struct xport *xp, struct soft_link *sl)
 {
 	uint64_t before = sl->acked, now = mono_ns();
-	if (sl->rcvd != sl->rcvd_looked || now - sl->ack_look_ns >= ACK_LOOK_NS) {
+	uint32_t us;
+	if (sl->rcvd == sl->rcvd_looked && now - sl->ack_look_ns < ACK_LOOK_NS) {
+		/* looked just now: again once the gap is over, not after the
+		 * back-off of a look that found nothing */
+		us = (uint32_t)((ACK_LOOK_NS - (now - sl->ack_look_ns)) / 1000) + 1;
+	} else {
 		sl->rcvd_looked = sl->rcvd;
 		sl->ack_look_ns = now;
 		reap_sent(sl);
@@ -417,11 +422,10 @@ static void ack_look(struct xport *xp, struct soft_link *sl)
 			sl->ack_poll_us = 50;
 		else if (sl->ack_poll_us < 10000)
 			sl->ack_poll_us *= 2;
+		us = sl->ack_poll_us;
 	}
-	if (!sl->ack_poll_us)
-		sl->ack_poll_us = 50;
-	if (!xp->waiting || sl->ack_poll_us < (uint32_t)xp->waiting)
-		xp->waiting = (int)sl->ack_poll_us;
+	if (!xp->waiting || us < (uint32_t)xp->waiting)
+		xp->waiting = (int)us;
 }
 
 static int soft_poll_cq(struct xport *xp, struct xwc *wc, int max)
