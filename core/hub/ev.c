@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <time.h>
 
 struct hub *the_hub;
 
@@ -36,9 +35,7 @@ void hub_free_deferred(struct hub *h)
 
 uint64_t hub_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return sys_now_ns() / 1000000;
 }
 
 int hub_log_due(uint64_t *stamp)
@@ -48,13 +45,6 @@ int hub_log_due(uint64_t *stamp)
 		return 0;
 	*stamp = now;
 	return 1;
-}
-
-uint64_t hub_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int hub_watch(struct hub *h, int fd, uint32_t events, struct hub_ev *ev)

@@ -47,6 +47,7 @@
 
 #include "arena_alloc.h"
 #include "frame.h"
+#include "sys.h" /* sys_now_ns */
 #include "xport.h"
 #include "xport_hub.h"
 
@@ -476,7 +477,6 @@ struct hub {
 extern struct hub *the_hub;
 void hub_free_deferred(struct hub *h); /* the frees hub_defer_free() put off */
 uint64_t hub_now_ms(void);
-uint64_t hub_now_ns(void);
 int hub_log_due(uint64_t *stamp); /* 1 at most once a second: a repeated warning's turn */
 
 /* loop.c */

@@ -49,14 +49,14 @@ static void doorbell_word(struct hub *h, struct pool *p, uint32_t w, uint64_t bi
 		ops = atomic_exchange_explicit(&s->as->pending_ops, 0, memory_order_acquire);
 		if (ops & SLOTOP_TX) {
 			uint32_t gen = s->gen;
-			uint64_t posted = s->tx_posted, t0 = hub_now_ns();
+			uint64_t posted = s->tx_posted, t0 = sys_now_ns();
 			hsock_tx(h, s);
 			s = h->socks[sid]; /* an abort may have ended it */
 			if (!s || s->gen != gen || !s->as)
 				continue;
 			if (s->tx_posted != posted) { /* the hub's own cost of posting */
 				h->posts++;
-				h->post_ns += hub_now_ns() - t0;
+				h->post_ns += sys_now_ns() - t0;
 			}
 		}
 		if (ops & SLOTOP_CREDIT)
@@ -121,7 +121,7 @@ static int reap(struct hub *h, struct xport *xp)
 	struct xwc wc[64];
 	int n, any = 0;
 	while ((n = xp->ops->poll_cq(xp, wc, 64)) > 0) {
-		uint64_t t0 = hub_now_ns(), t1 = t0, t2;
+		uint64_t t0 = sys_now_ns(), t1 = t0, t2;
 		h->reflect_defer = 1;
 		for (int i = 0; i < n; i++) {
 			uint64_t woke = h->wake_ns;
@@ -129,19 +129,19 @@ static int reap(struct hub *h, struct xport *xp)
 			if (wc[i].op == XWC_RECV_IMM || wc[i].op == XWC_WRITE) {
 				/* from the poll (the batch's), and its own routing,
 				 * with the system calls of its wake-up apart */
-				t2 = hub_now_ns();
+				t2 = sys_now_ns();
 				h->handoffs++;
 				h->handoff_ns += t2 - t0;
 				h->route_ns += t2 - t1;
 				h->route_wake_ns += h->wake_ns - woke;
 				t1 = t2;
 			} else {
-				t1 = hub_now_ns();
+				t1 = sys_now_ns();
 			}
 		}
 		/* the readiness descriptors of the batch, once each: wake-ups too */
 		hpoll_reflect_queued(h);
-		h->wake_ns += hub_now_ns() - t1;
+		h->wake_ns += sys_now_ns() - t1;
 		any = 1;
 	}
 	return any;
@@ -188,7 +188,7 @@ static uint64_t hub_drain(struct hub *h, uint64_t last_work, int *more)
 		busy |= xp_batch(&h->soft, 0);
 		busy |= xp_batch(&h->verbs, 0);
 		if (busy)
-			last_work = hub_now_ns();
+			last_work = sys_now_ns();
 	} while (busy && ++rounds < HUB_DRAIN_ROUNDS);
 	*more = busy; /* stopped with work left: look at the events, never sleep */
 	return last_work;
@@ -225,14 +225,14 @@ static int hub_wait(struct hub *h, struct epoll_event *evs, int ms)
 
 void hub_loop(struct hub *h)
 {
-	uint64_t last_work = hub_now_ns();
+	uint64_t last_work = sys_now_ns();
 	while (!h->stop) {
 		struct epoll_event evs[64];
 		int n, rang = 0, spin, more;
 		last_work = hub_drain(h, last_work, &more);
 		/* adaptive: poll for a while after work (yielding the CPU to
 		 * whoever else can run), then sleep with the processes told to kick */
-		spin = more || (h->spin_ns && hub_now_ns() - last_work < h->spin_ns);
+		spin = more || (h->spin_ns && sys_now_ns() - last_work < h->spin_ns);
 		if (spin)
 			sched_yield();
 		else
@@ -244,7 +244,7 @@ void hub_loop(struct hub *h)
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0)
-			last_work = hub_now_ns();
+			last_work = sys_now_ns();
 		for (int i = 0; i < n; i++) {
 			struct hub_ev *ev = evs[i].data.ptr;
 			ev->fn(h, ev, evs[i].events);

@@ -189,7 +189,7 @@ void hsock_rx_credited(struct hub *h, struct hsock *s)
 	s->rx_limited = 0;
 	if (++s->rx_ep_n < RX_EPOCH)
 		return;
-	now = hub_now_ns();
+	now = sys_now_ns();
 	rate = now > s->rx_ep_t0 ? (head - s->rx_ep_h0) * 1000000u / (now - s->rx_ep_t0) : 0; /* bytes a ms */
 	if (s->rx_ep_t0 && s->rx_size < h->rx_max && (rate * RING_HOLD_MS > s->rx_size || s->rx_hits >= RX_GROW_HITS))
 		rx_offer(h, s, s->rx_size * 2);

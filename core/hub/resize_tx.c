@@ -124,7 +124,7 @@ void hsock_tx_completed(struct hub *h, struct hsock *s, int full)
 	s->tx_full_seen |= full;
 	if (s->tx_done - s->tx_ep_h0 < s->tx_size)
 		return;
-	now = hub_now_ns();
+	now = sys_now_ns();
 	if (s->tx_ep_t0 && s->tx_full_seen && now - s->tx_ep_t0 < RING_HOLD_MS * 1000000ull &&
 	    gate_take(&s->as->tx_in, &s->as->tx_hold)) {
 		hsock_tx_grow(h, s); /* or not: fixed, at the maximum, the old ring still read */

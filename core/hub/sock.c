@@ -311,7 +311,7 @@ void hsock_wake_for(struct hsock *s, int what)
 	}
 	if (sleep || s->evfd >= 0) {
 		/* the kernel's part of a hand-off, counted apart (wake_ns) */
-		uint64_t t0 = hub_now_ns();
+		uint64_t t0 = sys_now_ns();
 		for (int i = 0; i < k; i++)
 			if (sleep & (1 << i))
 				sys_futex(w[i], FUTEX_WAKE, INT_MAX, NULL);
@@ -322,7 +322,7 @@ void hsock_wake_for(struct hsock *s, int what)
 			}
 		}
 		if (the_hub)
-			the_hub->wake_ns += hub_now_ns() - t0;
+			the_hub->wake_ns += sys_now_ns() - t0;
 	}
 	if (s->poll_ends & 2)
 		hpoll_reflect_soon(the_hub, s);

@@ -34,13 +34,6 @@ int cl_cell_op(uint32_t op)
 	       op == MSG_TXGROW;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Until the cell holds no request of ours: 0, or -ECONNRESET when the hub
  * died. */
 static int cell_wait(struct arena_cell *c)
@@ -56,10 +49,10 @@ static int cell_wait(struct arena_cell *c)
 			continue;
 		}
 		if (!end)
-			end = now_ns() + cl.spin_ns;
+			end = sys_now_ns() + cl.spin_ns;
 		if (cl_hub_dead())
 			return -ECONNRESET;
-		if (now_ns() < end) {
+		if (sys_now_ns() < end) {
 			sched_yield();
 			continue;
 		}

@@ -207,12 +207,12 @@ static int release(uint32_t slot, uint32_t gen, int abort, int late)
 void vs_linger(uint32_t slot, int secs)
 {
 	struct arena_slot *as = cl_slot(slot);
-	uint64_t end = vs_now_ns() + (uint64_t)secs * 1000000000u;
+	uint64_t end = sys_now_ns() + (uint64_t)secs * 1000000000u;
 	if (secs <= 0 || as->pair_seg || atomic_load(&as->holders) > 1 || atomic_load(&vs_proc_refs[slot]) != 1)
 		return;
 	for (;;) {
 		uint32_t seq = atomic_load(&as->wake_seq);
-		uint64_t now = vs_now_ns();
+		uint64_t now = sys_now_ns();
 		struct vring v;
 		int w;
 		if (atomic_load(&as->state) != SLOT_ESTABLISHED || vring_of(slot, as, 1, &v) < 0 ||
@@ -332,14 +332,14 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
 int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 {
 	struct arena_slot *as = cl_slot(slot);
-	uint64_t end = tmo_us > 0 ? vs_now_ns() + (uint64_t)tmo_us * 1000u : 0;
+	uint64_t end = tmo_us > 0 ? sys_now_ns() + (uint64_t)tmo_us * 1000u : 0;
 	int ret = 0;
 	while (atomic_load(&as->state) == SLOT_CONNECTING) {
 		uint32_t seq = atomic_load(&as->wake_seq);
 		uint64_t now;
 		if (atomic_load(&as->state) != SLOT_CONNECTING)
 			break;
-		if (end && (now = vs_now_ns()) >= end) {
+		if (end && (now = sys_now_ns()) >= end) {
 			ret = -EINPROGRESS; /* SO_SNDTIMEO: the connect goes on */
 			break;
 		}

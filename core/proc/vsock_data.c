@@ -88,7 +88,7 @@ static int spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr
 			return 1;
 		}
 		if (!(i & 63)) {
-			uint64_t now = vs_now_ns();
+			uint64_t now = sys_now_ns();
 			if (!end) {
 				end = now + b;
 			} else if (now >= end || cl_hub_dead()) {
@@ -140,7 +140,7 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	/* the program's timeout counts from the call's start, as the kernel's */
 	tmo = x->as->opts.tmo_us[tx];
 	if (!x->nonblock && tmo > 0)
-		x->deadline = vs_now_ns() + (uint64_t)tmo * 1000u;
+		x->deadline = sys_now_ns() + (uint64_t)tmo * 1000u;
 }
 
 /* How long a blocking wait may sleep: up to LEFT ns (0: no limit of its
@@ -150,7 +150,7 @@ static int xfer_left(const struct xfer *x, uint64_t *left)
 	uint64_t now;
 	if (!x->deadline)
 		return 0;
-	now = vs_now_ns();
+	now = sys_now_ns();
 	if (now >= x->deadline)
 		return 1;
 	if (!*left || x->deadline - now < *left)
@@ -262,7 +262,7 @@ static uint64_t vs_stall_head[CL_SLOTS], vs_stall_t0[CL_SLOTS];
 /* Nanoseconds left before the full ring counts as stalled; 0: it is. */
 static uint64_t stall_left(uint32_t slot, uint64_t head)
 {
-	uint64_t now = vs_now_ns(), el;
+	uint64_t now = sys_now_ns(), el;
 	if (vs_stall_head[slot] != head + 1) {
 		vs_stall_head[slot] = head + 1;
 		vs_stall_t0[slot] = now;

@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <time.h>
 
 #include "client.h"
 #include "pair.h"
@@ -44,14 +43,6 @@ static inline void peek_off_move(struct arena_slot *as, int peek, uint64_t n)
 /* the error queue of MSG_ZEROCOPY notifications (vsock_errq.c) */
 void vs_errq_sent(uint32_t slot) VS_HIDDEN;
 int vs_errq_take(struct arena_slot *as, uint32_t *lo, uint32_t *hi) VS_HIDDEN;
-
-/* CLOCK_MONOTONIC in nanoseconds: spinning, stall and socket timeouts */
-static inline uint64_t vs_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Per slot: this process's send and recv calls in progress, and at
  * VS_BUSY_GONE a release (the last descriptor closed) that waits for them.

@@ -18,6 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* CLOCK_MONOTONIC in nanoseconds (the vDSO's, no system call): spins,
+ * timeouts, and the looks of the hub and its transports */
+static inline uint64_t sys_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* A system call without syscall(3), which the library defines too
  * (preload/syscall.c: a program's raw close must forget its socket, the
  * library's own must not, and the sanitizers' start calls in before the

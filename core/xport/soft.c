@@ -32,10 +32,10 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "soft.h"
+#include "sys.h"
 
 void soft_cq_push(struct soft *sx, const struct xwc *wc)
 {
@@ -397,16 +397,9 @@ static int soft_post_recv(struct xlink *l, uint64_t wr_id, void *buf, uint32_t l
  * acknowledgement rides with them), else at most every ACK_LOOK_NS. */
 #define ACK_LOOK_NS 20000
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void ack_look(struct xport *xp, struct soft_link *sl)
 {
-	uint64_t before = sl->acked, now = mono_ns();
+	uint64_t before = sl->acked, now = sys_now_ns();
 	uint32_t us;
 	if (sl->rcvd == sl->rcvd_looked && now - sl->ack_look_ns < ACK_LOOK_NS) {
 		/* looked just now: again once the gap is over, not after the
