@@ -251,9 +251,12 @@ killed_seeds() {
 		one_seed "k$seed" "$seed" "$cns" "$port"
 		one_seed "r$seed" "$seed" "$cns" $((port + 1)) --rshare "$kns"
 		if ! diff -u "$RS_TMP/k$seed.txt" "$RS_TMP/r$seed.txt" >"$RS_TMP/diff-$seed"; then
+			# the difference first (the program follows from the seed)
 			echo "seed $seed (the hub of $kns killed): kernel TCP (-) against rshare (+)" >&2
+			grep -E '^[-+][^-+]' "$RS_TMP/diff-$seed" | head -n 20 >&2
+			echo "rshare's stderr: $(cat "$RS_TMP/r$seed-srv.err" "$RS_TMP/r$seed-cli.err" 2>/dev/null | head -c 600)" >&2
+			echo "the program of seed $seed:" >&2
 			"$RS_BIN/diff-stream" ${DIFF_T:-} -p "$seed" >&2
-			head -n 30 "$RS_TMP/diff-$seed" >&2
 			failed+=("$seed")
 		fi
 		[[ -s $RS_TMP/k$seed.txt ]] || failed+=("$seed-empty")

@@ -4,17 +4,14 @@
  * Data never goes through the hub's connection: send copies into the
  * slot's tx ring, publishes the tail and rings the doorbell (kicking the
  * hub only when it sleeps); recv copies out of the rx ring, publishes the
- * head and, once a quarter of the ring has been consumed, asks the hub to
- * return credit to the sender.  A thread that must wait sleeps on the
- * slot's futex word, which the hub bumps on every event.  Concurrent readers
- * (or writers) of one socket, in any processes of the pool, serialize on
- * the slot's robust mutex, so each byte goes to exactly one reader.
- *
- * A same-node connection (pair.h) has its rings in the pair segment of the
- * two pools instead: send and recv work on them the same way, but nothing
- * needs the hub unless the other side sleeps (rx_want, tx_want).  Before a
- * thread sleeps it spins for a while (spin_us of rshare.conf(5)) on the
- * counter it waits for, so that a quick answer costs no system call.
+ * head and, once a quarter of the ring is consumed, asks the hub to return
+ * credit to the sender.  A thread that must wait sleeps on the slot's futex
+ * word, which the hub bumps on every event.  Readers (or writers) of one
+ * socket, in any processes of the pool, serialize on the slot's robust
+ * mutex.  A same-node connection (pair.h) has its rings in the two pools'
+ * pair segment: nothing needs the hub unless the other side sleeps
+ * (rx_want, tx_want).  Before a thread sleeps it spins a while (spin_us of
+ * rshare.conf(5)), so that a quick answer costs no system call.
  */
 #include <limits.h>
 #include <sched.h>
@@ -64,12 +61,10 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 }
 
 /* Adaptive waiting: spin for the counter to leave old (or the hub to
- * signal anything), giving the CPU to others now and then; 1 when
- * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
- * per thread halved by every spin that waited in vain and doubled by every
- * one that did not, so that a busy machine, where the other side is
- * seldom running, stops burning what its other threads need; every 16th
- * wait spins the whole time, so that the budget grows back. */
+ * signal anything), yielding now and then; 1 when something moved, 0 when
+ * it is time to sleep.  Up to cl.spin_ns, per thread halved by a spin in
+ * vain and doubled by one not (a busy machine stops burning what its other
+ * threads need); every 16th wait spins the whole time (the budget grows). */
 static __thread uint64_t spin_budget;
 static __thread unsigned spin_waits;
 
@@ -120,6 +115,7 @@ struct xfer {
 	int flags, nonblock;
 	ssize_t ret;
 	uint64_t deadline; /* SO_RCVTIMEO or SO_SNDTIMEO: when the wait ends, 0 never */
+	uint64_t spun;     /* total + 1 at the last spin, 0 before the first */
 };
 
 VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, int tx)
@@ -134,13 +130,23 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	x->flags = flags;
 	x->nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&x->as->flags) & SLOTF_NONBLOCK);
 	x->ret = 0;
-	x->deadline = 0;
+	x->deadline = x->spun = 0;
 	for (int i = 0; i < iovcnt; i++)
 		x->want += iov[i].iov_len;
 	/* the program's timeout counts from the call's start, as the kernel's */
 	tmo = x->as->opts.tmo_us[tx];
 	if (!x->nonblock && tmo > 0)
 		x->deadline = sys_now_ns() + (uint64_t)tmo * 1000u;
+}
+
+/* A wait spins first at the call's first wait and after one that moved
+ * bytes: a waiter woken with nothing for it sleeps again at once, where a
+ * signal ends the call (EINTR), as it does not end a spin (rshare(7)). */
+VS_INLINE int xfer_may_spin(struct xfer *x)
+{
+	int r = x->spun != x->total + 1;
+	x->spun = x->total + 1;
+	return r;
 }
 
 /* How long a blocking wait may sleep: up to LEFT ns (0: no limit of its
@@ -296,7 +302,8 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 			vs_tx_settle(x->slot, as);
 		return 1;
 	}
-	if (spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL) || (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
+	if ((xfer_may_spin(x) && spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
+	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	if (xfer_left(x, &left)) {
 		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
@@ -451,7 +458,8 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	uint64_t left = 0;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with an rx_seq past seq */
-	if (spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail), v->d ? NULL : &as->rx_placed) ||
+	if ((xfer_may_spin(x) && spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
+					   v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
 	if (xfer_left(x, &left)) {
