@@ -9,6 +9,7 @@
 # outlasts the link: it is lost, and its connections wait for a new one
 # and go on over it (rshare-protocol(7), LINKS LOST), streams and idle
 # connections alike, as on kernel TCP.
+# waits: two 3 s cuts of the wire (tests/run runs it beside the others)
 
 load lib
 load handover # summary, stall_of

@@ -8,6 +8,7 @@
 # would have gone unanswered it is closed (ETIMEDOUT), as kernel TCP's would
 # be, and the hub has nothing of that peer left.  A link to another node is
 # not disturbed.
+# waits: a link timeout and keepalives, 13 s (tests/run runs it beside the others)
 
 load lib
 

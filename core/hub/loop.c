@@ -97,13 +97,21 @@ int hub_doorbells(struct hub *h, struct pool *p)
 
 /* Every socket's bell rung for every op, as if its process had just rung
  * it: what a hub that died had taken from the bells and not done is done
- * by the next (warden.c).  A bell with nothing behind it costs a look. */
+ * by the next (warden.c).  A bell with nothing behind it costs a look,
+ * but for a same-node socket's TX, which wakes the peer's readers: only
+ * with bytes in its send ring (a reader woken for nothing could miss a
+ * signal: rshare(7), BUGS). */
 void hub_ring_all(struct hub *h)
 {
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (s && s->as && s->pool)
-			arena_ring(s->pool->base, s->slot, SLOTOP_TX | SLOTOP_CREDIT | SLOTOP_POLL);
+		uint32_t ops = SLOTOP_TX | SLOTOP_CREDIT | SLOTOP_POLL;
+		struct ring *r;
+		if (!s || !s->as || !s->pool)
+			continue;
+		if (s->lp && (r = hpair_ring(s, 1)) && ring_load(&r->tail) == ring_load(&r->head))
+			ops &= ~(uint32_t)SLOTOP_TX;
+		arena_ring(s->pool->base, s->slot, ops);
 	}
 }
 

@@ -86,8 +86,10 @@ int cl_own_fds(int *out, int max);
 int vs_own_fds(int *out, int max);
 /* Make sure this process has a watch on its hub: a thread blocked on a
  * connection to the hub which, when the hub dies, marks the arena and
- * wakes every waiter of the pool. */
-void cl_watch(void);
+ * wakes every waiter of the pool.  -EINTR when a signal's handler (one
+ * without SA_RESTART) interrupted the connect, which waits while a hub
+ * that died is succeeded; else 0 (no watch: the next wait tries again). */
+int cl_watch(void);
 static inline int cl_hub_dead(void)
 {
 	return cl.p[0].arena && atomic_load(&((struct arena_hdr *)cl.p[0].arena)->hub_dead);

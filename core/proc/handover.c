@@ -117,15 +117,17 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-void cl_watch(void)
+int cl_watch(void)
 {
 	pthread_t t;
 	pthread_attr_t a;
 	sigset_t all, old;
-	pid_t me = getpid();
-	int fd;
-	if (watch_pid == me || cl.attached <= 0 || cl_hub_dead())
-		return;
+	pid_t me;
+	int fd = 0;
+	/* cl.pid: getpid() is a system call, and every wait comes here */
+	if (watch_pid == cl.pid || cl.attached <= 0 || cl_hub_dead())
+		return 0;
+	me = getpid();
 	pthread_mutex_lock(&cl_attach_lock);
 	if (watch_pid != me && (fd = cl_hub_connect()) >= 0) {
 		/* the application's signals never land on this thread */
@@ -145,6 +147,7 @@ void cl_watch(void)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_mutex_unlock(&cl_attach_lock);
+	return fd == -EINTR ? -EINTR : 0;
 }
 
 /* ---- exec ----

@@ -1,17 +1,19 @@
 /*
- * vsock_data.c - send and recv on arena slots, and waiting.
+ * vsock_data.c - send and recv on arena slots.
  *
  * Data never goes through the hub's connection: send copies into the
  * slot's tx ring, publishes the tail and rings the doorbell (kicking the
  * hub only when it sleeps); recv copies out of the rx ring, publishes the
- * head and, once a quarter of the ring is consumed, asks the hub to return
- * credit to the sender.  A thread that must wait sleeps on the slot's futex
- * word, which the hub bumps on every event.  Readers (or writers) of one
- * socket, in any processes of the pool, serialize on the slot's robust
- * mutex.  A same-node connection (pair.h) has its rings in the two pools'
- * pair segment: nothing needs the hub unless the other side sleeps
- * (rx_want, tx_want).  Before a thread sleeps it spins a while (spin_us of
- * rshare.conf(5)), so that a quick answer costs no system call.
+ * head and, once a quarter of the ring has been consumed, asks the hub to
+ * return credit to the sender.  A thread that must wait sleeps on the
+ * slot's futex word, which the hub bumps on every event (vsock_wait.c).
+ * Concurrent readers (or writers) of one socket, in any processes of the
+ * pool, serialize on the slot's robust mutex, so each byte goes to exactly
+ * one reader.
+ *
+ * A same-node connection (pair.h) has its rings in the pair segment of the
+ * two pools instead: send and recv work on them the same way, but nothing
+ * needs the hub unless the other side sleeps (rx_want, tx_want).
  */
 #include <limits.h>
 #include <sched.h>
@@ -20,81 +22,6 @@
 #include <time.h>
 
 #include "vsock_int.h"
-
-/* Wait for the futex word W of slot AS (wake_seq, or a recv's rx_seq, a
- * send's tx_seq) to move past seq, for at most NS nanoseconds (0: no
- * limit), counted in CNT (the word's sleepers: waiters, rx_waiters,
- * tx_waiters) only while asleep: the hub makes the wake-up system call
- * only when a thread sleeps (it bumps the word, then reads the count; we
- * count, then the kernel compares the word), not for one that spins or
- * copies.  Without a limit, the kernel itself restarts the wait after a
- * handler installed with SA_RESTART and reports EINTR after any other,
- * exactly as for a blocked recv on kernel TCP.  -ETIMEDOUT after NS. */
-static int wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-	long r;
-	int e;
-	cl_watch();
-	if (cl_hub_dead())
-		return -ECONNRESET;
-	atomic_fetch_add(cnt, 1);
-	r = sys_futex(w, FUTEX_WAIT, seq, ns ? &ts : NULL);
-	e = r < 0 ? errno : 0;
-	atomic_fetch_sub(cnt, 1);
-	if (e == EINTR)
-		return -EINTR;
-	if (cl_hub_dead())
-		return -ECONNRESET;
-	return e == ETIMEDOUT ? -ETIMEDOUT : 0;
-}
-
-int vs_wait_seq(struct arena_slot *as, uint32_t seq)
-{
-	return wait_word(&as->wake_seq, &as->waiters, seq, 0);
-}
-
-/* vs_wait_seq for at most NS nanoseconds: -ETIMEDOUT after them */
-int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
-{
-	return wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1);
-}
-
-/* Adaptive waiting: spin for the counter to leave old (or the hub to
- * signal anything), yielding now and then; 1 when something moved, 0 when
- * it is time to sleep.  Up to cl.spin_ns, per thread halved by a spin in
- * vain and doubled by one not (a busy machine stops burning what its other
- * threads need); every 16th wait spins the whole time (the budget grows). */
-static __thread uint64_t spin_budget;
-static __thread unsigned spin_waits;
-
-static int spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old, _Atomic uint64_t *alt)
-{
-	uint64_t end = 0, floor = cl.spin_ns / 16, b, alt_old = alt ? atomic_load(alt) : 0;
-	if (!cl.spin_ns)
-		return 0;
-	if (spin_budget < floor || spin_budget > cl.spin_ns)
-		spin_budget = cl.spin_ns;
-	/* every 16th wait tries the whole time: the other side may be quick again */
-	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
-	for (unsigned i = 1;; i++) {
-		if (ring_load(ctr) != old || atomic_load(word) != seq || (alt && atomic_load(alt) != alt_old)) {
-			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
-			return 1;
-		}
-		if (!(i & 63)) {
-			uint64_t now = sys_now_ns();
-			if (!end) {
-				end = now + b;
-			} else if (now >= end || cl_hub_dead()) {
-				spin_budget = spin_budget / 2 < floor ? floor : spin_budget / 2;
-				return 0;
-			}
-			sched_yield();
-		}
-		cpu_relax();
-	}
-}
 
 static void raise_sigpipe(int flags)
 {
@@ -139,12 +66,16 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 		x->deadline = sys_now_ns() + (uint64_t)tmo * 1000u;
 }
 
-/* A wait spins first at the call's first wait and after one that moved
- * bytes: a waiter woken with nothing for it sleeps again at once, where a
- * signal ends the call (EINTR), as it does not end a spin (rshare(7)). */
-VS_INLINE int xfer_may_spin(struct xfer *x)
+/* Before a wait: the watch on the hub made (vsock_wait.c: no system call
+ * between the last look and the sleep), -EINTR when a signal interrupted
+ * its connect; then 1 to spin first: at the call's first wait and after
+ * one that moved bytes (a waiter woken with nothing for it sleeps again at
+ * once, where a signal ends the call, as it does not end a spin). */
+VS_INLINE int xfer_pre_wait(struct xfer *x)
 {
 	int r = x->spun != x->total + 1;
+	if (cl_watch() == -EINTR)
+		return -EINTR;
 	x->spun = x->total + 1;
 	return r;
 }
@@ -286,7 +217,7 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
 	uint64_t left = 0;
-	int err;
+	int err, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
 	if (!x->nonblock && send_may_grow(x)) {
@@ -302,7 +233,11 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 			vs_tx_settle(x->slot, as);
 		return 1;
 	}
-	if ((xfer_may_spin(x) && spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
+	if ((spin = xfer_pre_wait(x)) < 0) {
+		x->ret = x->total ? 0 : spin;
+		return 1;
+	}
+	if ((spin && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
 	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	if (xfer_left(x, &left)) {
@@ -310,7 +245,7 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 		return 1;
 	}
 	pthread_mutex_unlock(&as->tx_lock);
-	err = wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
+	err = vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
 	vs_lock(&as->tx_lock, &as->tx_in);
 	if (err == -ETIMEDOUT)
 		return 0; /* stalled, maybe, or the deadline: look again */
@@ -454,11 +389,16 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 {
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
-	int err;
+	int err, spin;
 	uint64_t left = 0;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with an rx_seq past seq */
-	if ((xfer_may_spin(x) && spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
+	if ((spin = xfer_pre_wait(x)) < 0) {
+		if (!x->total)
+			x->ret = spin;
+		return 1;
+	}
+	if ((spin && vs_spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
 					   v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
@@ -468,7 +408,7 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 		return 1;
 	}
 	pthread_mutex_unlock(&as->rx_lock);
-	err = wait_word(&as->rx_seq, &as->rx_waiters, seq, left);
+	err = vs_wait_word(&as->rx_seq, &as->rx_waiters, seq, left);
 	vs_lock(&as->rx_lock, &as->rx_in);
 	if (err == -ETIMEDOUT)
 		return 0; /* the deadline: look again */

@@ -80,8 +80,11 @@ struct vs_lmap_ent {
 extern struct vs_lmap_ent vs_lmap[CL_SLOTS] VS_HIDDEN;
 uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key) VS_HIDDEN;
 
-/* vsock_data.c: wait for the slot's futex word to move past seq (0,
- * -EINTR, -ECONNRESET when the hub is gone) */
+/* vsock_wait.c: wait for the slot's futex word to move past seq (0,
+ * -EINTR, -ECONNRESET when the hub is gone); a spin first */
+int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns) VS_HIDDEN;
+int vs_spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old,
+		 _Atomic uint64_t *alt) VS_HIDDEN;
 int vs_wait_seq(struct arena_slot *as, uint32_t seq) VS_HIDDEN;
 int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns) VS_HIDDEN; /* or -ETIMEDOUT */
 /* vsock_poll.c: the readiness descriptor claimed more than is true */
