@@ -106,10 +106,9 @@ void hub_ring_all(struct hub *h)
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
 		uint32_t ops = SLOTOP_TX | SLOTOP_CREDIT | SLOTOP_POLL;
-		struct ring *r;
 		if (!s || !s->as || !s->pool)
 			continue;
-		if (s->lp && (r = hpair_ring(s, 1)) && ring_load(&r->tail) == ring_load(&r->head))
+		if (s->lp && ring_load(&hpair_ring(s, 1)->tail) == ring_load(&hpair_ring(s, 1)->head))
 			ops &= ~(uint32_t)SLOTOP_TX;
 		arena_ring(s->pool->base, s->slot, ops);
 	}
