@@ -8,6 +8,7 @@
 # that never accepts).  It used to go on waiting through the signal.  And
 # a nonblocking connect's end is reported by the next connect() once (0),
 # EISCONN after that, as the kernel does (rshare said EISCONN at once).
+# waits: connects blocked until alarms, a quarter of its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

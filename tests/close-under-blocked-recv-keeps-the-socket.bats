@@ -7,6 +7,7 @@
 # (which then hung, or read the new connection's ring); a call now holds
 # its socket, and the release waits for the last call to end.  Run on
 # kernel TCP and over rshare, across nodes and within one node.
+# waits: threads blocked in recv, and the pauses that order them, a quarter of its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

@@ -18,6 +18,7 @@
 # 1 to 8, and 9 to 11 in the sanitizer pass, so that one run of the suite
 # tries 11 programs; plus every seed kept in tests/diff/regressions; each
 # seed once).
+# waits: alarms, SO_RCVTIMEO and sleeps of the generated programs, a third of its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

@@ -4,6 +4,7 @@
 # goes on as before: echo-rounds sends a round, waits until the hubs say
 # they punched its rings (stat: rings_punched), sends the next, and checks
 # every byte of every round, across two nodes and within one.
+# waits: rounds that wait for the hubs to give idle rings back (tests/run runs it beside the others)
 
 load lib
 

@@ -9,6 +9,7 @@
 #  - a listener with backlog 1 that does not accept yet: 5 clients connect,
 #    none fails, they wait; once the server accepts, all 5 complete their
 #    echo, every connection on rshare.
+# waits: clients that wait on a listener that does not accept yet (tests/run runs it beside the others)
 
 load lib
 

@@ -10,6 +10,7 @@
 # the stat proves that the rshare runs took the link and the same-node
 # path.  Before, no notification ever came: poll waited its 5 s, recvmsg
 # gave EAGAIN for good, and a program waiting for them would have hung.
+# waits: polls for notifications, a quarter of its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

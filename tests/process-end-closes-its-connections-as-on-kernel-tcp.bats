@@ -8,6 +8,7 @@
 # ended.  Each case runs on kernel TCP and on rshare (across a soft link),
 # and the transcripts are the same; the hubs' stat shows the rshare runs'
 # connections.
+# waits: each case waits for its server to end and its peer to see it, half its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

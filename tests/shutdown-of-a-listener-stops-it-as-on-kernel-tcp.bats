@@ -8,6 +8,7 @@
 # went on taking connections that nobody would accept, and their clients
 # waited forever.  The program runs on kernel TCP and on rshare, within one
 # node and with its client across nodes; the transcripts are the same.
+# waits: a blocked accept and the pauses between the program's steps, a third of its time on a CPU (tests/run runs it beside the others)
 
 load lib
 

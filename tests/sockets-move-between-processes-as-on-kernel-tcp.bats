@@ -13,6 +13,7 @@
 # client's transcript must be the same; the rshare runs must have crossed
 # the link (`rshare stat`), none falling back.  A receiver of another uid
 # gets no access: its socket never connected.
+# waits: each hand-over waits for its receiver and each client for its transcript, half its time on a CPU (tests/run runs it beside the others)
 
 load lib
 
