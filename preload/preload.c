@@ -22,8 +22,9 @@
  * select), epoll.c, exec.c (sockets kept across exec), spawn.c (and
  * handed to programs started by posix_spawn, system, popen), pass.c
  * (descriptors passed over unix sockets), syscall.c (syscall(3), and
- * io_uring), stdio.c (stdio streams on connections); preload.h is what
- * they share.
+ * io_uring), stdio.c (stdio streams on connections), signal.c (the
+ * program's signal handlers, counted as they run); preload.h is what they
+ * share.
  */
 #include "preload.h"
 

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -54,7 +55,7 @@
 	X(getsockname) X(getpeername) X(setsockopt) X(getsockopt) X(fcntl) X(ioctl) X(bind)      \
 	X(dup) X(dup2) X(dup3) X(poll) X(ppoll) X(select) X(pselect) X(epoll_ctl) X(epoll_wait)  \
 	X(epoll_pwait) X(sendfile) X(execve) X(execvpe) X(fexecve) X(posix_spawn) X(posix_spawnp)  \
-	X(system) X(popen) X(fdopen) X(splice)
+	X(system) X(popen) X(fdopen) X(splice) X(sigaction)
 
 PL_HIDDEN void *real_next(const char *name);
 

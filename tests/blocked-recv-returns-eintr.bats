@@ -5,7 +5,11 @@
 # kernel TCP; the connection then still carries bytes (checked), and the
 # hubs' stat shows it was an rshare connection.  With SA_RESTART the
 # kernel restarts recv(), and rshare must do the same.  Each case runs the
-# same programs without the preload first, as the reference.
+# same programs without the preload first, as the reference.  And so when
+# the handler runs while the preloaded recv still polls its ring (a spin
+# of 100 ms, RSHARE_SPIN_US, and the alarm after 20 ms): the library
+# counts the program's handlers as they run (preload/signal.c), where the
+# recv used to spin on and then sleep for good.
 # waits: recv blocked until an alarm (tests/run runs it beside the others)
 
 load lib
@@ -32,7 +36,7 @@ run_pair() {
 	rs_bg "$name-server" "$NS_A" "${pre[@]}" "$RS_BIN/eintr-recv" server "$port"
 	SERVER_PID=$RS_LASTPID
 	rs_wait_ready "$name-server"
-	rs_bg "$name-client" "$NS_B" "${pre[@]}" "$RS_BIN/eintr-recv" client "$@" -w "$RS_TMP/$name.hold" \
+	rs_bg "$name-client" "$NS_B" "${pre[@]}" env ${CLIENT_ENV:-} "$RS_BIN/eintr-recv" client "$@" -w "$RS_TMP/$name.hold" \
 		$ADDR_A "$port"
 	CLIENT_PID=$RS_LASTPID
 	rs_wait_file "$RS_TMP/$name-client.out" '^received 100000 verified$' 1 8
@@ -114,5 +118,30 @@ blocked_for() {
 	[[ $(outcome rs) == "$(outcome plain)" ]] ||
 		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$(outcome plain)': $(cat "$RS_TMP/rs-client.out")"
 	check_rshare 7204
+	finish rs
+}
+
+# The alarm comes 20 ms into a spin of 100 ms: the handler runs while the
+# preloaded recv polls its ring, not while it sleeps.
+@test "a handler that runs while a blocked recv polls its ring ends it with EINTR, as on kernel TCP" {
+	run_pair plain 7207 -a 20
+	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish plain
+
+	CLIENT_ENV=RSHARE_SPIN_US=100000 run_pair rs 7208 --rshare -a 20
+	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7208
+	finish rs
+}
+
+@test "a handler with SA_RESTART that runs while a blocked recv polls its ring leaves it blocked, as on kernel TCP" {
+	run_pair plain 7209 -R -a 20
+	[[ $(outcome plain) == "data 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish plain
+
+	CLIENT_ENV=RSHARE_SPIN_US=100000 run_pair rs 7210 --rshare -R -a 20
+	[[ $(outcome rs) == "$(outcome plain)" ]] ||
+		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$(outcome plain)': $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7210
 	finish rs
 }

@@ -204,5 +204,10 @@ int vs_port_in_use(const union sockaddr_any *addr);
 /* Would the kernel restart a blocked socket call after this signal?  Only
  * when no handler is installed without SA_RESTART. */
 int vs_restartable(void);
+/* The program's signal handlers that ran on this thread, as
+ * preload/signal.c counts them: [0] all, [1] those installed without
+ * SA_RESTART.  A blocked send or recv compares them with their values at
+ * its start (vsock_data.c). */
+extern __thread uint32_t vs_sig_runs[2] __attribute__((tls_model("initial-exec")));
 
 #endif

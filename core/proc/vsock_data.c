@@ -43,6 +43,7 @@ struct xfer {
 	ssize_t ret;
 	uint64_t deadline; /* SO_RCVTIMEO or SO_SNDTIMEO: when the wait ends, 0 never */
 	uint64_t spun;     /* total + 1 at the last spin, 0 before the first */
+	uint32_t sig0[2];  /* vs_sig_runs at the start */
 };
 
 VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov, int iovcnt, int flags, int tx)
@@ -58,6 +59,8 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	x->nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&x->as->flags) & SLOTF_NONBLOCK);
 	x->ret = 0;
 	x->deadline = x->spun = 0;
+	x->sig0[0] = vs_sig_runs[0];
+	x->sig0[1] = vs_sig_runs[1];
 	for (int i = 0; i < iovcnt; i++)
 		x->want += iov[i].iov_len;
 	/* the program's timeout counts from the call's start, as the kernel's */
@@ -66,15 +69,27 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 		x->deadline = sys_now_ns() + (uint64_t)tmo * 1000u;
 }
 
+/* Has a handler run on this thread since the call began that would have
+ * ended kernel TCP's blocked call with EINTR: one installed without
+ * SA_RESTART, or any under SO_RCVTIMEO or SO_SNDTIMEO (preload/signal.c
+ * counts them)?  Looked at before every wait and just before the sleep,
+ * so that a handler that ran while the thread spun, or as its sleep ended
+ * for nothing, ends the call as the kernel's. */
+VS_INLINE int xfer_signalled(const struct xfer *x)
+{
+	int k = x->deadline ? 0 : 1;
+	return vs_sig_runs[k] != x->sig0[k];
+}
+
 /* Before a wait: the watch on the hub made (vsock_wait.c: no system call
  * between the last look and the sleep), -EINTR when a signal interrupted
- * its connect; then 1 to spin first: at the call's first wait and after
- * one that moved bytes (a waiter woken with nothing for it sleeps again at
- * once, where a signal ends the call, as it does not end a spin). */
+ * its connect or a handler ran (xfer_signalled); then 1 to spin first: at
+ * the call's first wait and after one that moved bytes (a waiter woken
+ * with nothing for it sleeps again at once). */
 VS_INLINE int xfer_pre_wait(struct xfer *x)
 {
 	int r = x->spun != x->total + 1;
-	if (cl_watch() == -EINTR)
+	if (cl_watch() == -EINTR || xfer_signalled(x))
 		return -EINTR;
 	x->spun = x->total + 1;
 	return r;
@@ -244,6 +259,10 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
 		return 1;
 	}
+	if (xfer_signalled(x)) {
+		x->ret = x->total ? 0 : -EINTR;
+		return 1;
+	}
 	pthread_mutex_unlock(&as->tx_lock);
 	err = vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
 	vs_lock(&as->tx_lock, &as->tx_in);
@@ -402,9 +421,9 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 					   v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
-	if (xfer_left(x, &left)) {
+	if (xfer_left(x, &left) || xfer_signalled(x)) {
 		if (!x->total)
-			x->ret = -EAGAIN; /* SO_RCVTIMEO */
+			x->ret = xfer_signalled(x) ? -EINTR : -EAGAIN; /* SO_RCVTIMEO */
 		return 1;
 	}
 	pthread_mutex_unlock(&as->rx_lock);

@@ -8,16 +8,21 @@
  * that the hub (or, on one node, the other side) bumps.  The kernel ends
  * that sleep with EINTR for a signal's handler installed without
  * SA_RESTART, as it ends kernel TCP's blocked call; a handler that runs
- * while the thread polls, or between its last look and the sleep, does
- * not (rshare(7), BUGS).  So a send or recv makes the process's watch on
- * the hub (a connect, which waits while a hub that died is succeeded)
- * before its last look, and polls again only after a wait that moved
- * bytes (vsock_data.c, xfer_pre_wait).
+ * while the thread polls, or as its sleep ends for nothing, leaves no
+ * trace there.  So the program's handlers are counted as they run
+ * (vs_sig_runs, preload/signal.c), and a send or recv looks at the count
+ * before each wait and just before it sleeps (vsock_data.c,
+ * xfer_signalled).  A send or recv also makes the process's watch on the
+ * hub (a connect, which waits while a hub that died is succeeded) before
+ * its last look, and polls again only after a wait that moved bytes
+ * (xfer_pre_wait).
  */
 #include <sched.h>
 #include <time.h>
 
 #include "vsock_int.h"
+
+__thread uint32_t vs_sig_runs[2] __attribute__((tls_model("initial-exec")));
 
 /* Wait for the futex word W of slot AS (wake_seq, or a recv's rx_seq, a
  * send's tx_seq) to move past seq, for at most NS nanoseconds (0: no

@@ -1,0 +1,127 @@
+/*
+ * signal.c - the program's signal handlers, counted as they run, so that
+ * a blocked call knows that one ran.
+ *
+ * A blocked send or recv on kernel TCP ends with EINTR when a handler
+ * installed without SA_RESTART runs (any handler, under SO_RCVTIMEO or
+ * SO_SNDTIMEO), wherever the thread was in its wait.  An rshare call
+ * first polls its ring a while and then sleeps on a futex word: the
+ * kernel ends the sleep the same way, but a handler that runs while the
+ * thread polls, or as its sleep returns from a wake-up for nothing,
+ * leaves no trace the call could see.  So sigaction(2), signal(2) and
+ * sysv_signal(3) install a trampoline in the program's handler's place,
+ * with the program's flags and mask (plus SA_SIGINFO): it counts the run
+ * on its thread (vs_sig_runs: all handlers, and those without
+ * SA_RESTART) and calls the program's handler as the kernel would have.
+ * The call looks at the counts before it sleeps and after every wait
+ * (core/proc/vsock_data.c).  What the program reads back (the old action)
+ * is its own handler and flags; SIG_DFL and SIG_IGN go to the kernel as
+ * they are.  A handler installed another way (sigset, bsd_signal, a raw
+ * rt_sigaction) is not counted: rshare(7), BUGS.
+ */
+#include <signal.h>
+
+#include "preload.h"
+
+#define SIG_N 65
+
+/* the program's handler of each signal that the trampoline stands in for,
+ * and its flags */
+static struct {
+	_Atomic(void *) fn;
+	_Atomic int flags;
+} sig_tab[SIG_N];
+
+static void sig_tramp(int sig, siginfo_t *si, void *uc)
+{
+	void *fn = atomic_load(&sig_tab[sig].fn);
+	int flags = atomic_load(&sig_tab[sig].flags);
+	vs_sig_runs[0]++;
+	if (!(flags & SA_RESTART))
+		vs_sig_runs[1]++;
+	if (flags & SA_RESETHAND) /* the kernel has put SIG_DFL back */
+		atomic_store(&sig_tab[sig].fn, (void *)SIG_DFL);
+	if (fn == (void *)SIG_DFL || fn == (void *)SIG_IGN)
+		return; /* changed under a signal on its way: nothing of the program's to run */
+	if (flags & SA_SIGINFO)
+		((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
+	else
+		((void (*)(int))fn)(sig);
+}
+
+/* what the program had: the trampoline in OLD becomes the handler and
+ * flags it stood in for (PREV) */
+static void sig_own(struct sigaction *old, void *prev, int prev_flags)
+{
+	if (!old || old->sa_sigaction != sig_tramp)
+		return;
+	old->sa_flags = prev_flags;
+	if (prev_flags & SA_SIGINFO)
+		old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev;
+	else
+		old->sa_handler = (void (*)(int))prev;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction a;
+	void *prev, *fn;
+	int prev_flags, r;
+	if (sig <= 0 || sig >= SIG_N)
+		return R(sigaction)(sig, act, old);
+	prev = atomic_load(&sig_tab[sig].fn);
+	prev_flags = atomic_load(&sig_tab[sig].flags);
+	if (!act) {
+		r = R(sigaction)(sig, NULL, old);
+		if (r == 0)
+			sig_own(old, prev, prev_flags);
+		return r;
+	}
+	fn = act->sa_flags & SA_SIGINFO ? (void *)act->sa_sigaction : (void *)act->sa_handler;
+	if (fn == (void *)SIG_DFL || fn == (void *)SIG_IGN || sig == SIGKILL || sig == SIGSTOP) {
+		r = R(sigaction)(sig, act, old);
+	} else {
+		a = *act;
+		a.sa_sigaction = sig_tramp;
+		a.sa_flags |= SA_SIGINFO;
+		/* the table first: a signal may come as soon as the kernel has it */
+		atomic_store(&sig_tab[sig].flags, act->sa_flags);
+		atomic_store(&sig_tab[sig].fn, fn);
+		r = R(sigaction)(sig, &a, old);
+		if (r < 0) {
+			atomic_store(&sig_tab[sig].fn, prev);
+			atomic_store(&sig_tab[sig].flags, prev_flags);
+			return r;
+		}
+	}
+	if (r == 0)
+		sig_own(old, prev, prev_flags);
+	return r;
+}
+
+/* signal(2) and sysv_signal(3) as glibc makes them: FLAGS, and the signal
+ * itself blocked in its handler unless SA_NODEFER */
+static sighandler_t sig_set(int sig, sighandler_t h, int flags)
+{
+	struct sigaction a = {.sa_handler = h, .sa_flags = flags}, old;
+	if (sig <= 0 || sig >= SIG_N) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	sigemptyset(&a.sa_mask);
+	if (!(flags & SA_NODEFER))
+		sigaddset(&a.sa_mask, sig);
+	if (sigaction(sig, &a, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+sighandler_t signal(int sig, sighandler_t h)
+{
+	return sig_set(sig, h, SA_RESTART);
+}
+
+sighandler_t sysv_signal(int sig, sighandler_t h)
+{
+	return sig_set(sig, h, SA_RESETHAND | SA_NODEFER);
+}
