@@ -83,13 +83,23 @@ blocked_for() {
 	awk -v d="${dt:-0}" -v lo="$2" -v hi="$3" 'BEGIN { exit !(d >= lo && d <= hi) }'
 }
 
-@test "blocked recv without SA_RESTART returns EINTR on SIGALRM, then the connection still works" {
-	run_pair plain 7201 -a 1500
-	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+# both_ways PORT WANT [CLIENT-OPTIONS...]: the client's recv on kernel TCP
+# (port PORT) ends WANT ("eintr 1", "data 1"), and under rshare (PORT + 1,
+# with $CLIENT_ENV) the same; the rshare client is left running ("rs")
+both_ways() {
+	local port=$1 want=$2
+	shift 2
+	run_pair plain "$port" "$@"
+	[[ $(outcome plain) == "$want" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
 	finish plain
 
-	run_pair rs 7202 --rshare -a 1500
-	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	run_pair rs $((port + 1)) --rshare "$@"
+	[[ $(outcome rs) == "$want" ]] ||
+		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$want': $(cat "$RS_TMP/rs-client.out")"
+}
+
+@test "blocked recv without SA_RESTART returns EINTR on SIGALRM, then the connection still works" {
+	both_ways 7201 "eintr 1" -a 1500
 	blocked_for rs 1.4 2.0 || rs_fail "rshare recv did not block until the alarm: $(cat "$RS_TMP/rs-client.out")"
 	check_rshare 7202
 	finish rs
@@ -98,25 +108,14 @@ blocked_for() {
 # alarm(1) expires together with the 1 s timeout of the wait inside the
 # preloaded recv(): the signal must still end the recv().
 @test "blocked recv without SA_RESTART returns EINTR on the SIGALRM of alarm(1)" {
-	run_pair plain 7205
-	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
-	finish plain
-
-	run_pair rs 7206 --rshare
-	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	both_ways 7205 "eintr 1"
 	blocked_for rs 0.9 1.5 || rs_fail "rshare recv did not block until the alarm: $(cat "$RS_TMP/rs-client.out")"
 	check_rshare 7206
 	finish rs
 }
 
 @test "blocked recv with SA_RESTART is restarted after SIGALRM, as on kernel TCP" {
-	run_pair plain 7203 -R -a 1500
-	[[ $(outcome plain) == "data 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
-	finish plain
-
-	run_pair rs 7204 --rshare -R -a 1500
-	[[ $(outcome rs) == "$(outcome plain)" ]] ||
-		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$(outcome plain)': $(cat "$RS_TMP/rs-client.out")"
+	both_ways 7203 "data 1" -R -a 1500
 	check_rshare 7204
 	finish rs
 }
@@ -124,24 +123,13 @@ blocked_for() {
 # The alarm comes 20 ms into a spin of 100 ms: the handler runs while the
 # preloaded recv polls its ring, not while it sleeps.
 @test "a handler that runs while a blocked recv polls its ring ends it with EINTR, as on kernel TCP" {
-	run_pair plain 7207 -a 20
-	[[ $(outcome plain) == "eintr 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
-	finish plain
-
-	CLIENT_ENV=RSHARE_SPIN_US=100000 run_pair rs 7208 --rshare -a 20
-	[[ $(outcome rs) == "eintr 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	CLIENT_ENV=RSHARE_SPIN_US=100000 both_ways 7207 "eintr 1" -a 20
 	check_rshare 7208
 	finish rs
 }
 
 @test "a handler with SA_RESTART that runs while a blocked recv polls its ring leaves it blocked, as on kernel TCP" {
-	run_pair plain 7209 -R -a 20
-	[[ $(outcome plain) == "data 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
-	finish plain
-
-	CLIENT_ENV=RSHARE_SPIN_US=100000 run_pair rs 7210 --rshare -R -a 20
-	[[ $(outcome rs) == "$(outcome plain)" ]] ||
-		rs_fail "rshare: '$(outcome rs)', kernel TCP: '$(outcome plain)': $(cat "$RS_TMP/rs-client.out")"
+	CLIENT_ENV=RSHARE_SPIN_US=100000 both_ways 7209 "data 1" -R -a 20
 	check_rshare 7210
 	finish rs
 }
