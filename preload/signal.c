@@ -78,7 +78,10 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 		return r;
 	}
 	fn = act->sa_flags & SA_SIGINFO ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-	if (fn == (void *)SIG_DFL || fn == (void *)SIG_IGN || sig == SIGKILL || sig == SIGSTOP) {
+	/* the trampoline itself (read back with a raw rt_sigaction) stays
+	 * what it stands for */
+	if (fn == (void *)SIG_DFL || fn == (void *)SIG_IGN || fn == (void *)sig_tramp || sig == SIGKILL ||
+	    sig == SIGSTOP) {
 		r = R(sigaction)(sig, act, old);
 	} else {
 		a = *act;

@@ -208,6 +208,8 @@ void vs_linger(uint32_t slot, int secs)
 {
 	struct arena_slot *as = cl_slot(slot);
 	uint64_t end = sys_now_ns() + (uint64_t)secs * 1000000000u;
+	uint32_t mark[2];
+	vs_sig_mark(mark);
 	if (secs <= 0 || as->pair_seg || atomic_load(&as->holders) > 1 || atomic_load(&vs_proc_refs[slot]) != 1)
 		return;
 	for (;;) {
@@ -219,7 +221,7 @@ void vs_linger(uint32_t slot, int secs)
 		    ring_load(&v.c->tail) == ring_load(&v.c->head) || now >= end)
 			return;
 		w = vs_wait_seq_for(as, seq, end - now);
-		if (w == -EINTR || w == -ECONNRESET)
+		if (w == -EINTR || w == -ECONNRESET || vs_sig_since(mark, 1))
 			return; /* a signal, as the kernel's; the hub gone */
 	}
 }
@@ -333,7 +335,9 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 {
 	struct arena_slot *as = cl_slot(slot);
 	uint64_t end = tmo_us > 0 ? sys_now_ns() + (uint64_t)tmo_us * 1000u : 0;
+	uint32_t mark[2];
 	int ret = 0;
+	vs_sig_mark(mark);
 	while (atomic_load(&as->state) == SLOT_CONNECTING) {
 		uint32_t seq = atomic_load(&as->wake_seq);
 		uint64_t now;
@@ -351,6 +355,12 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 		 * on in the background */
 		if (ret == -EINTR && (end || !vs_restartable()))
 			break;
+		/* a handler that ran as the sleep ended for nothing (the
+		 * kernel's EINTR lost) ends it the same way */
+		if (ret == 0 && atomic_load(&as->state) == SLOT_CONNECTING && vs_sig_since(mark, end != 0)) {
+			ret = -EINTR;
+			break;
+		}
 		ret = 0;
 	}
 	return ret;

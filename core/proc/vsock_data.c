@@ -59,8 +59,7 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
 	x->nonblock = (flags & MSG_DONTWAIT) || (atomic_load(&x->as->flags) & SLOTF_NONBLOCK);
 	x->ret = 0;
 	x->deadline = x->spun = 0;
-	x->sig0[0] = vs_sig_runs[0];
-	x->sig0[1] = vs_sig_runs[1];
+	vs_sig_mark(x->sig0);
 	for (int i = 0; i < iovcnt; i++)
 		x->want += iov[i].iov_len;
 	/* the program's timeout counts from the call's start, as the kernel's */
@@ -77,8 +76,7 @@ VS_INLINE void xfer_init(struct xfer *x, uint32_t slot, const struct iovec *iov,
  * for nothing, ends the call as the kernel's. */
 VS_INLINE int xfer_signalled(const struct xfer *x)
 {
-	int k = x->deadline ? 0 : 1;
-	return vs_sig_runs[k] != x->sig0[k];
+	return vs_sig_since(x->sig0, x->deadline != 0);
 }
 
 /* Before a wait: the watch on the hub made (vsock_wait.c: no system call
