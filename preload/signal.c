@@ -71,16 +71,10 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 		return R(sigaction)(sig, act, old);
 	prev = atomic_load(&sig_tab[sig].fn);
 	prev_flags = atomic_load(&sig_tab[sig].flags);
-	if (!act) {
-		r = R(sigaction)(sig, NULL, old);
-		if (r == 0)
-			sig_own(old, prev, prev_flags);
-		return r;
-	}
-	fn = act->sa_flags & SA_SIGINFO ? (void *)act->sa_sigaction : (void *)act->sa_handler;
-	/* the trampoline itself (read back with a raw rt_sigaction) stays
-	 * what it stands for */
-	if (fn == (void *)SIG_DFL || fn == (void *)SIG_IGN || fn == (void *)sig_tramp || sig == SIGKILL ||
+	fn = !act ? NULL : act->sa_flags & SA_SIGINFO ? (void *)act->sa_sigaction : (void *)act->sa_handler;
+	/* a look, SIG_DFL, SIG_IGN: the kernel's; the trampoline itself (read
+	 * back with a raw rt_sigaction) stays what it stands for */
+	if (!act || fn == (void *)SIG_DFL || fn == (void *)SIG_IGN || fn == (void *)sig_tramp || sig == SIGKILL ||
 	    sig == SIGSTOP) {
 		r = R(sigaction)(sig, act, old);
 	} else {

@@ -419,9 +419,14 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 					   v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
-	if (xfer_left(x, &left) || xfer_signalled(x)) {
+	if (xfer_left(x, &left)) {
 		if (!x->total)
-			x->ret = xfer_signalled(x) ? -EINTR : -EAGAIN; /* SO_RCVTIMEO */
+			x->ret = -EAGAIN; /* SO_RCVTIMEO */
+		return 1;
+	}
+	if (xfer_signalled(x)) {
+		if (!x->total)
+			x->ret = -EINTR;
 		return 1;
 	}
 	pthread_mutex_unlock(&as->rx_lock);
