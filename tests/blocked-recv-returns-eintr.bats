@@ -9,7 +9,9 @@
 # the handler runs while the preloaded recv still polls its ring (a spin
 # of 100 ms, RSHARE_SPIN_US, and the alarm after 20 ms): the library
 # counts the program's handlers as they run (preload/signal.c), where the
-# recv used to spin on and then sleep for good.
+# recv used to spin on and then sleep for good.  A handler that leaves
+# the recv with siglongjmp, while it polls or while it sleeps, leaves the
+# socket working for the next recv (the spin used to keep the ring's lock).
 # waits: recv blocked until an alarm (tests/run runs it beside the others)
 
 load lib
@@ -131,5 +133,22 @@ both_ways() {
 @test "a handler with SA_RESTART that runs while a blocked recv polls its ring leaves it blocked, as on kernel TCP" {
 	CLIENT_ENV=RSHARE_SPIN_US=100000 both_ways 7209 "data 1" -R -a 20
 	check_rshare 7210
+	finish rs
+}
+
+# A handler that leaves with siglongjmp, as old programs time out a
+# blocking call: the recv it left never returns, and the socket must
+# still carry the rest (kernel TCP holds no lock of the socket's while it
+# waits).  Once while the preloaded recv polls its ring, once while it
+# sleeps.
+@test "a handler that jumps out of a blocked recv while it polls its ring leaves the socket working, as on kernel TCP" {
+	CLIENT_ENV=RSHARE_SPIN_US=100000 both_ways 7211 "jumped 1" -j -a 20
+	check_rshare 7212
+	finish rs
+}
+
+@test "a handler that jumps out of a blocked recv while it sleeps leaves the socket working, as on kernel TCP" {
+	both_ways 7213 "jumped 1" -j -a 300
+	check_rshare 7214
 	finish rs
 }

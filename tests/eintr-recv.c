@@ -1,6 +1,6 @@
 /*
  * eintr-recv server PORT
- * eintr-recv client [-R] [-a MS] [-w HOLDFILE] HOST PORT
+ * eintr-recv client [-R | -j] [-a MS] [-w HOLDFILE] HOST PORT
  *
  * Does a signal interrupt a recv() that blocks on a connection?
  *
@@ -14,7 +14,10 @@
  * connection.  It prints one line on how that recv() ended:
  *   outcome eintr after S s, handler ran N      (-1 with errno EINTR)
  *   outcome data after S s, handler ran N       (returned bytes)
- * Without -R the client sends the byte itself once recv() returned; with
+ *   outcome jumped after S s, handler ran N     (-j: the handler left
+ *                                                with siglongjmp)
+ * Without -R the client sends the byte itself once recv() returned (or
+ * the handler jumped out of it); with
  * -R a second thread (SIGALRM blocked) sends it 2 s after the start, so
  * that a restarted recv() ends with data.  Then the client reads all BYTES,
  * checks them, prints "received BYTES verified", keeps the connection open
@@ -26,19 +29,23 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
-static volatile sig_atomic_t alarms;
+static volatile sig_atomic_t alarms, jump;
 static int cfd = -1;
+static sigjmp_buf out;
 
 static void on_alarm(int sig)
 {
 	(void)sig;
 	alarms++;
+	if (jump)
+		siglongjmp(out, 1); /* old programs' timeout of a blocking call */
 }
 
 static double now(void)
@@ -127,6 +134,21 @@ static void arm_alarm(int ms)
 	}
 }
 
+/* The first recv, under the alarm: 1 when the handler jumped out of it
+ * (-j), else the call's return and errno in R and E */
+static int first_recv(int ms, uint8_t *buf, size_t len, ssize_t *r, int *e)
+{
+	if (sigsetjmp(out, 1)) {
+		jump = 0;
+		return 1;
+	}
+	arm_alarm(ms);
+	*r = recv(cfd, buf, len, 0);
+	*e = errno;
+	jump = 0;
+	return 0;
+}
+
 /* the stream from GOT to NBYTES, checked; returns the bytes received in all */
 static uint64_t read_rest(uint64_t got, uint64_t nbytes, uint8_t *buf, size_t bufsz)
 {
@@ -174,9 +196,10 @@ static int client(int argc, char **argv)
 	const char *hold = NULL;
 	uint8_t buf[8192];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "Ra:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "Rja:w:")) != -1) {
 		switch (opt) {
 		case 'R': restart = 1; break;
+		case 'j': jump = 1; break;
 		case 'a': ms = atoi(optarg); break;
 		case 'w': hold = optarg; break;
 		default: return 2;
@@ -194,15 +217,16 @@ static int client(int argc, char **argv)
 
 	install_alarm(restart);
 	double t0 = now();
-	arm_alarm(ms);
-	ssize_t r = recv(cfd, buf, sizeof(buf), 0);
-	int e = errno;
+	ssize_t r = 0;
+	int e = 0, jumped = first_recv(ms, buf, sizeof(buf), &r, &e);
 	double dt = now() - t0;
 	alarm(0);
 	if (!alarms)
 		t_die("eintr-recv: recv returned %zd (%s) after %.2f s, before the alarm", r,
 		      r < 0 ? strerror(e) : "-", dt);
-	if (r < 0 && e == EINTR) {
+	if (jumped) {
+		printf("outcome jumped after %.2f s, handler ran %d\n", dt, (int)alarms);
+	} else if (r < 0 && e == EINTR) {
 		printf("outcome eintr after %.2f s, handler ran %d\n", dt, (int)alarms);
 	} else if (r > 0) {
 		printf("outcome data after %.2f s, handler ran %d\n", dt, (int)alarms);
@@ -233,6 +257,6 @@ int main(int argc, char **argv)
 			return r;
 	}
 	fprintf(stderr, "usage: eintr-recv server PORT\n"
-			"       eintr-recv client [-R] [-a MS] [-w HOLDFILE] HOST PORT\n");
+			"       eintr-recv client [-R | -j] [-a MS] [-w HOLDFILE] HOST PORT\n");
 	return 2;
 }

@@ -222,13 +222,33 @@ static uint64_t stall_left(uint32_t slot, uint64_t head)
 	return el >= VS_STALL_NS ? 0 : VS_STALL_NS - el;
 }
 
+/* send_full's wait, spin and sleep, without the ring's lock (as a recv's,
+ * recv_wait_unlocked): 0 to look again, 1 to give up (x->ret set), or
+ * the sleep's error */
+VS_INLINE int send_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t head, uint64_t left, int spin)
+{
+	struct arena_slot *as = x->as;
+	struct vring *v = &x->v;
+	if ((spin && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
+	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
+		return 0;
+	if (xfer_left(x, &left)) {
+		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
+		return 1;
+	}
+	if (xfer_signalled(x)) {
+		x->ret = x->total ? 0 : -EINTR;
+		return 1;
+	}
+	return vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
+}
+
 /* The send ring is full: 1 to give up (nonblocking, or the wait failed),
  * 0 to look again once the head moved, the ring grew, the hub said
  * anything or (LEFT) the time to call it stalled has come. */
 VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 {
 	struct arena_slot *as = x->as;
-	struct vring *v = &x->v;
 	uint64_t left = 0;
 	int err, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
@@ -250,29 +270,17 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 		x->ret = x->total ? 0 : spin;
 		return 1;
 	}
-	if ((spin && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
-	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
-		return 0;
-	if (xfer_left(x, &left)) {
-		x->ret = x->total ? 0 : -EAGAIN; /* SO_SNDTIMEO */
-		return 1;
-	}
-	if (xfer_signalled(x)) {
-		x->ret = x->total ? 0 : -EINTR;
-		return 1;
-	}
 	pthread_mutex_unlock(&as->tx_lock);
-	err = vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
+	err = send_wait_unlocked(x, seq, head, left, spin);
 	vs_lock(&as->tx_lock, &as->tx_in);
-	if (err == -ETIMEDOUT)
-		return 0; /* stalled, maybe, or the deadline: look again */
-	if (err) {
-		if (err == -ECONNRESET)
-			raise_sigpipe(x->flags);
-		x->ret = x->total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
+	if (err > 0)
 		return 1;
-	}
-	return 0;
+	if (err == -ETIMEDOUT || !err)
+		return 0; /* stalled, maybe, or the deadline: look again */
+	if (err == -ECONNRESET)
+		raise_sigpipe(x->flags);
+	x->ret = x->total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
+	return 1;
 }
 
 /* The new tail for the reader, and the bell (a same-node reader: only
@@ -401,20 +409,20 @@ VS_INLINE int recv_stop(struct xfer *x, uint32_t fl)
 	return 0;
 }
 
-/* Wait for the tail to leave TAIL: 0 to look again, 1 when the wait failed. */
-VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
+/* recv_wait's wait, spin and sleep, without the ring's lock: kernel TCP's
+ * blocked call holds no lock of the socket while it waits, so a signal
+ * handler that leaves the wait with a longjmp (an old program's timeout)
+ * leaves the socket usable, by this thread or another; and a second
+ * reader is not kept from the ring meanwhile.  0 to look again, 1 when
+ * the wait failed. */
+VS_INLINE int recv_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t tail, int spin)
 {
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
-	int err, spin;
 	uint64_t left = 0;
+	int err;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with an rx_seq past seq */
-	if ((spin = xfer_pre_wait(x)) < 0) {
-		if (!x->total)
-			x->ret = spin;
-		return 1;
-	}
 	if ((spin && vs_spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
 					   v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
@@ -429,14 +437,27 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 			x->ret = -EINTR;
 		return 1;
 	}
-	pthread_mutex_unlock(&as->rx_lock);
 	err = vs_wait_word(&as->rx_seq, &as->rx_waiters, seq, left);
-	vs_lock(&as->rx_lock, &as->rx_in);
 	if (err == -ETIMEDOUT)
 		return 0; /* the deadline: look again */
 	if (err && !x->total)
 		x->ret = err;
 	return err != 0;
+}
+
+/* Wait for the tail to leave TAIL: 0 to look again, 1 when the wait failed. */
+VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
+{
+	int spin, r;
+	if ((spin = xfer_pre_wait(x)) < 0) {
+		if (!x->total)
+			x->ret = spin;
+		return 1;
+	}
+	pthread_mutex_unlock(&x->as->rx_lock);
+	r = recv_wait_unlocked(x, seq, tail, spin);
+	vs_lock(&x->as->rx_lock, &x->as->rx_in);
+	return r;
 }
 
 VS_INLINE ssize_t recv_call(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
