@@ -12,7 +12,8 @@
 # threads of one process (-T) instead of forked children, so that threads
 # close, accept and wait at once.  And with more of the socket calls (-X:
 # recv MSG_PEEK and MSG_WAITALL, readv, recvmsg, writev, sendmsg, send
-# MSG_DONTWAIT, edge-triggered epoll drained to EAGAIN, SO_RCVTIMEO, the
+# MSG_DONTWAIT, edge-triggered epoll drained to EAGAIN, SO_RCVTIMEO, a
+# SIGALRM handler that leaves a blocking read with siglongjmp, the
 # poll events of FIN and reset, SO_ERROR, the read and the write after a
 # reset), across nodes and within one.  DIFF_SEEDS sets the seeds (default:
 # 1 to 8, and 9 to 11 in the sanitizer pass, so that one run of the suite

@@ -22,6 +22,8 @@
  *   intr    the reader blocks in read with nothing coming, a SIGALRM
  *           without SA_RESTART interrupts it (EINTR), then it sends one
  *           byte that lets the other side go on;
+ *   jump    as intr, but the handler leaves the read with siglongjmp (an
+ *           old program's timeout), and the connection goes on;
  * and each connection ends, after a barrier (one byte each way, so that
  * nothing is in flight), one way:
  *   fin     one side shuts down for writing, the other reads EOF, answers
@@ -32,7 +34,7 @@
  *           ECONNRESET.
  * With -X the same program uses more of the socket calls, drawn from a
  * second stream of the seed (so a seed without -X stays the program it
- * was): reads by recv MSG_PEEK then read, recv MSG_WAITALL, readv,
+ * was; a third turns some intr steps into jump): reads by recv MSG_PEEK then read, recv MSG_WAITALL, readv,
  * recvmsg, or an edge-triggered epoll set drained to EAGAIN; writes by
  * writev, sendmsg, or send MSG_DONTWAIT; a step "timeo" (a read under
  * SO_RCVTIMEO with nothing coming: EAGAIN); and at the end the poll
@@ -47,6 +49,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,117 +60,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "diff-stream-calls.h"
+#include "diff-stream-gen.h"
 #include "helpers.h"
-
-#define MAX_CONNS 4
-#define MAX_STEPS 10
-
-enum { ST_DATA, ST_BOTH, ST_INTR, ST_TIMEO };
-enum { END_FIN, END_UNREAD, END_LINGER0 };
-static const char *const st_name[] = {"data", "both", "intr", "timeo"};
-static const char *const end_name[] = {"fin", "unread", "linger0"};
-
-struct step {
-	int kind, from;  /* from: 0 client, 1 server (the writer, or the reader for intr) */
-	uint32_t n, chunk;
-	int rmode, wnonblock;
-	int xr, xw; /* -X */
-};
-
-struct conn {
-	int nsteps, end, end_from, nb_connect;
-	uint32_t end_n;
-	struct step st[MAX_STEPS];
-};
-
-struct prog {
-	int nconns;
-	struct conn c[MAX_CONNS];
-};
-
-static uint64_t rnd(uint64_t *s, uint64_t n) { return t_splitmix(s) % n; }
-
-/* sizes from 1 B to 4 MiB, small ones as likely as large ones */
-static uint32_t rnd_size(uint64_t *s, uint32_t max)
-{
-	uint32_t bits = (uint32_t)rnd(s, 23), v = (uint32_t)(t_splitmix(s) & ((1u << bits) - 1)) + 1;
-	return v > max ? max : v;
-}
-
-static void gen_step(uint64_t *s, struct step *st, int first, int speak_first)
-{
-	uint64_t k = rnd(s, 10);
-	st->kind = k < 6 ? ST_DATA : k < 8 ? ST_BOTH : ST_INTR;
-	st->from = first && speak_first ? 1 : (int)rnd(s, 2);
-	if (first && speak_first)
-		st->kind = ST_DATA;
-	/* both sides write before reading: keep it within what kernel TCP
-	 * buffers without a reader (and what the rings hold today) */
-	st->n = st->kind == ST_BOTH ? rnd_size(s, 96 << 10) : rnd_size(s, 4u << 20);
-	st->chunk = rnd_size(s, st->n);
-	if (st->chunk < st->n / 512) /* at most 512 writes a step */
-		st->chunk = st->n / 512;
-	st->rmode = (int)rnd(s, RD_NMODES);
-	st->wnonblock = (int)rnd(s, 2);
-}
-
-static int extended; /* -X */
-
-/* -X: the extra calls, from a stream of their own */
-static void gen_x(uint64_t seed, struct prog *p)
-{
-	uint64_t s = seed * 0xd1b54a32d192ed03ull + 7;
-	for (int i = 0; i < p->nconns; i++)
-		for (int j = 0; j < p->c[i].nsteps; j++) {
-			struct step *st = &p->c[i].st[j];
-			if (st->kind == ST_INTR && rnd(&s, 2))
-				st->kind = ST_TIMEO;
-			st->xr = (int)rnd(&s, XR_N);
-			st->xw = (int)rnd(&s, XW_N);
-			/* an edge-triggered set is its own way to wait; WAITALL blocks */
-			if (st->xr == XR_EPOLLET)
-				st->rmode = RD_EPOLL;
-			if (st->xr == XR_WAITALL)
-				st->rmode = RD_BLOCK;
-		}
-}
-
-static void gen(uint64_t seed, struct prog *p)
-{
-	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	p->nconns = 1 + (int)rnd(&s, MAX_CONNS);
-	for (int i = 0; i < p->nconns; i++) {
-		struct conn *c = &p->c[i];
-		int speak_first = rnd(&s, 3) == 0;
-		c->nsteps = 1 + (int)rnd(&s, MAX_STEPS - 1);
-		for (int j = 0; j < c->nsteps; j++)
-			gen_step(&s, &c->st[j], j == 0, speak_first);
-		c->end = (int)rnd(&s, 3);
-		c->end_from = (int)rnd(&s, 2);
-		c->end_n = rnd_size(&s, 16 << 10); /* unread: within the first window */
-		c->nb_connect = (int)rnd(&s, 2);
-	}
-	if (extended)
-		gen_x(seed, p);
-}
-
-static void print_prog(const struct prog *p)
-{
-	for (int i = 0; i < p->nconns; i++) {
-		const struct conn *c = &p->c[i];
-		printf("c%d connect %s\n", i, c->nb_connect ? "nonblocking" : "blocking");
-		for (int j = 0; j < c->nsteps; j++) {
-			const struct step *st = &c->st[j];
-			printf("c%d %02d %s from %s n=%u chunk=%u %s %s", i, j, st_name[st->kind],
-			       st->from ? "server" : "client", st->n, st->chunk, rd_name[st->rmode],
-			       st->wnonblock ? "nbwrite" : "write");
-			if (extended)
-				printf(" by %s/%s", xr_name[st->xr], xw_name[st->xw]);
-			printf("\n");
-		}
-		printf("c%d end %s by %s n=%u\n", i, end_name[c->end], c->end_from ? "server" : "client", c->end_n);
-	}
-}
 
 /* ---- one side of a connection ---- */
 
@@ -291,7 +185,18 @@ static void report_read(int step, long r, uint32_t want)
 		say(step, "ok", r);
 }
 
-static void on_alarm(int sig) { (void)sig; }
+/* jump: where the handler leaves the read to, on the thread that reads */
+static __thread sigjmp_buf jump_to;
+static __thread volatile sig_atomic_t jump_armed;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	if (jump_armed) {
+		jump_armed = 0;
+		siglongjmp(jump_to, 1);
+	}
+}
 
 /* threads: the signal goes to the thread that reads, 100 ms from now */
 static void *alarm_thread(void *arg)
@@ -301,23 +206,36 @@ static void *alarm_thread(void *arg)
 	return NULL;
 }
 
+/* The read of one byte with nothing coming, SIGALRM 100 ms into it (to
+ * this thread): what it saw, "jumped" when the handler left it (JUMP) */
+static const char *alarmed_read(int fd, char *b, int jump)
+{
+	struct itimerval it = {.it_value = {0, 100000}};
+	pthread_t me = pthread_self(), al;
+	ssize_t r;
+	if (!threaded)
+		setitimer(ITIMER_REAL, &it, NULL);
+	else if (pthread_create(&al, NULL, alarm_thread, &me) != 0)
+		t_die("pthread_create: %s", strerror(errno));
+	if (jump && sigsetjmp(jump_to, 1)) {
+		r = -2;
+	} else {
+		jump_armed = jump;
+		r = read(fd, b, 1);
+		jump_armed = 0;
+	}
+	if (threaded)
+		pthread_join(al, NULL);
+	return r == -2 ? "jumped" : r < 0 ? ename(errno) : "data";
+}
+
 static void step_intr(int fd, int step, const struct step *st)
 {
 	char b = 1;
 	if (side == st->from) {
 		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
-		struct itimerval it = {.it_value = {0, 100000}};
-		pthread_t me = pthread_self(), al;
-		ssize_t r;
 		sigaction(SIGALRM, &sa, NULL);
-		if (!threaded)
-			setitimer(ITIMER_REAL, &it, NULL);
-		else if (pthread_create(&al, NULL, alarm_thread, &me) != 0)
-			t_die("pthread_create: %s", strerror(errno));
-		r = read(fd, &b, 1);
-		if (threaded)
-			pthread_join(al, NULL);
-		say(step, r < 0 ? ename(errno) : "data", -1);
+		say(step, alarmed_read(fd, &b, st->kind == ST_JUMP), -1);
 		b = 1;
 		(void)!write(fd, &b, 1);
 	} else {
@@ -379,7 +297,7 @@ static void run_step(int fd, int step, const struct step *st)
 		step_timeo(fd, step, st);
 		return;
 	}
-	if (st->kind == ST_INTR) {
+	if (st->kind == ST_INTR || st->kind == ST_JUMP) {
 		step_intr(fd, step, st);
 		return;
 	}
