@@ -8,6 +8,8 @@
 # that never accepts).  It used to go on waiting through the signal.  And
 # a nonblocking connect's end is reported by the next connect() once (0),
 # EISCONN after that, as the kernel does (rshare said EISCONN at once).
+# A handler that leaves the connects with siglongjmp leaves the process's
+# sockets working.
 # waits: connects blocked until alarms, a quarter of its time on a CPU (tests/run runs it beside the others)
 
 load lib
@@ -30,6 +32,18 @@ teardown() {
 	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '
 		$b[0] as $B |
 		fail(($B.links[0].connections_total // 0) >= 2; "B link carried \($B.links[0].connections_total) connections, want 2")'
+}
+
+# A handler that leaves the waiting connects with siglongjmp, as old
+# programs time out a connect: each jumps out of both connects, and the
+# sockets then close, as on kernel TCP.
+@test "blocking connect left by a handler's siglongjmp: and again, then the sockets close, as on kernel TCP" {
+	rs_vs_kernel jump "$NS_B" 7665 "$RS_BIN/connect-interrupted" -s PORT -- \
+		"$RS_BIN/connect-interrupted" -j 4 $ADDR_A PORT
+	[[ $RS_TCP == "ok ok jumped/jumped jumped/jumped closed" ]] || rs_fail "kernel TCP: '$RS_TCP'"
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the rshare run took the link" --slurpfile b "$RS_TMP/statB.json" '$b[0] as $B |
+		fail(($B.links[0].connections_total // 0) >= 2; "B link carried \($B.links[0].connections_total) connections")'
 }
 
 @test "nonblocking connect, then connect again: 0 once, then EISCONN, as on kernel TCP" {

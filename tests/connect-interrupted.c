@@ -10,6 +10,10 @@
  *   connect-interrupted -c N ADDR PORT N blocking connects, each under a
  *                                      SIGALRM 300 ms later (a handler
  *                                      without SA_RESTART)
+ *   connect-interrupted -j N ADDR PORT the same, the handler leaving each
+ *                                      connect with siglongjmp ("jumped");
+ *                                      then every socket is closed
+ *                                      ("closed")
  *
  * The listener completes backlog + 1 connections; the connects after them
  * wait (a dropped SYN on kernel TCP, the hub's queue on rshare), the
@@ -23,16 +27,44 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-
-static void on_alarm(int sig) { (void)sig; }
 
 static const char *ename(int e)
 {
 	return e == EINTR ? "EINTR" : e == EALREADY ? "EALREADY" : e == EISCONN ? "EISCONN" :
 	       e == ECONNREFUSED ? "ECONNREFUSED" : e == ETIMEDOUT ? "ETIMEDOUT" : "EOTHER";
+}
+
+static sigjmp_buf out;
+static volatile sig_atomic_t jump; /* -j */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	if (jump)
+		siglongjmp(out, 1);
+}
+
+/* connect under a SIGALRM 300 ms later: 0, -1 (errno), or -2 when the
+ * handler jumped out of it */
+static int alarmed_connect(int fd, const struct sockaddr_in *a)
+{
+	struct itimerval it = {.it_value = {0, 300000}}, off = {{0, 0}, {0, 0}};
+	int r;
+	if (jump && sigsetjmp(out, 1))
+		return -2;
+	setitimer(ITIMER_REAL, &it, NULL);
+	r = connect(fd, (const struct sockaddr *)a, sizeof(*a));
+	setitimer(ITIMER_REAL, &off, NULL);
+	return r;
+}
+
+static const char *outcome(int r, int e)
+{
+	return r == 0 ? "ok" : r == -2 ? "jumped" : ename(e);
 }
 
 int main(int argc, char **argv)
@@ -64,30 +96,28 @@ int main(int argc, char **argv)
 		printf("\n");
 		return 0;
 	}
-	if (argc != 5 || strcmp(argv[1], "-c") || inet_pton(AF_INET, argv[3], &a.sin_addr) != 1)
-		t_die("usage: connect-interrupted -s PORT | -c N ADDR PORT | -n ADDR PORT");
+	if (argc != 5 || (strcmp(argv[1], "-c") && strcmp(argv[1], "-j")) || inet_pton(AF_INET, argv[3], &a.sin_addr) != 1)
+		t_die("usage: connect-interrupted -s PORT | -c|-j N ADDR PORT | -n ADDR PORT");
 	a.sin_port = htons((uint16_t)atoi(argv[4]));
+	jump = argv[1][1] == 'j';
 	sigaction(SIGALRM, &sa, NULL);
-	for (int i = 0, n = atoi(argv[2]); i < n; i++) {
-		struct itimerval it = {.it_value = {0, 300000}}, off = {{0, 0}, {0, 0}};
-		int fd = socket(AF_INET, SOCK_STREAM, 0), r, e;
-		setitimer(ITIMER_REAL, &it, NULL);
-		r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	int n = atoi(argv[2]), fds[16];
+	for (int i = 0; i < n && i < 16; i++) {
+		int fd = fds[i] = socket(AF_INET, SOCK_STREAM, 0), r, e;
+		r = alarmed_connect(fd, &a);
 		e = errno;
-		setitimer(ITIMER_REAL, &off, NULL);
-		if (r == 0) {
-			printf("%sok", i ? " " : "");
-			continue;
-		}
-		printf("%s%s", i ? " " : "", ename(e));
-		if (e == EINTR) {
+		printf("%s%s", i ? " " : "", outcome(r, e));
+		if (r == -2 || (r < 0 && e == EINTR)) {
 			/* again: it waits on for the same connect, until the next signal */
-			setitimer(ITIMER_REAL, &it, NULL);
-			r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+			r = alarmed_connect(fd, &a);
 			e = errno;
-			setitimer(ITIMER_REAL, &off, NULL);
-			printf("/%s", r == 0 ? "ok" : ename(e));
+			printf("/%s", outcome(r, e));
 		}
+	}
+	if (jump) {
+		for (int i = 0; i < n && i < 16; i++)
+			close(fds[i]);
+		printf(" closed");
 	}
 	printf("\n");
 	return 0;
