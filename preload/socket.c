@@ -168,7 +168,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 	int tmo = -1; /* not looked at yet */
 	for (;;) {
 		long ms = -1;
-		uint32_t ns, ng;
+		uint32_t ns, ng, mark[2];
 		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
 		int r, nfd;
@@ -209,8 +209,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			errno = EAGAIN;
 			return -1;
 		}
+		mark[0] = vs_sig_runs[0];
+		mark[1] = vs_sig_runs[1];
 		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
-		if (r < 0 && errno == EINTR && (tmo || !vs_restartable()))
+		if (r < 0 && errno == EINTR && (tmo || !vs_sig_restarts(mark)))
 			return -1;
 	}
 }

@@ -42,10 +42,13 @@ static int is_pipe(int fd)
 static int pipe_wait(int fd, short ev, int nb, short *got)
 {
 	struct pollfd p = {.fd = fd, .events = ev};
+	uint32_t mark[2];
 	int r;
-	do
+	do {
+		mark[0] = vs_sig_runs[0];
+		mark[1] = vs_sig_runs[1];
 		r = R(poll)(&p, 1, nb ? 0 : -1);
-	while (r < 0 && errno == EINTR && vs_restartable());
+	} while (r < 0 && errno == EINTR && vs_sig_restarts(mark));
 	*got = p.revents;
 	return r;
 }

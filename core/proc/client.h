@@ -202,8 +202,15 @@ extern int (*vs_poll_forget)(uint32_t slot, int pollfd, int *sets, int max);
 /* Does an accepted rshare connection still hold this local port? */
 int vs_port_in_use(const union sockaddr_any *addr);
 /* Would the kernel restart a blocked socket call after this signal?  Only
- * when no handler is installed without SA_RESTART. */
+ * when no handler is installed without SA_RESTART (a guess, for handlers
+ * the library did not count: vs_sig_restarts). */
 int vs_restartable(void);
+/* After a wait that a signal ended with EINTR (poll: the kernel restarts
+ * it for no handler), would kernel TCP's call have gone on?  1 when the
+ * handlers that ran on this thread since MARK (vs_sig_runs' values then)
+ * were all installed with SA_RESTART; when none that the library counts
+ * ran, vs_restartable's guess. */
+int vs_sig_restarts(const uint32_t mark[2]);
 /* The program's signal handlers that ran on this thread, as
  * preload/signal.c counts them: [0] all, [1] those installed without
  * SA_RESTART.  A blocked send or recv compares them with their values at

@@ -45,6 +45,13 @@ int vs_restartable(void)
 	return 1;
 }
 
+int vs_sig_restarts(const uint32_t mark[2])
+{
+	if (vs_sig_runs[1] != mark[1])
+		return 0;
+	return vs_sig_runs[0] != mark[0] || vs_restartable();
+}
+
 /* ---- where a slot's rings are ---- */
 
 /* the pair segments this process maps, and per slot the last one used */
@@ -353,7 +360,7 @@ int vs_connect_wait(uint32_t slot, int64_t tmo_us)
 		/* as connect(2): a handler without SA_RESTART ends the wait with
 		 * EINTR (any handler under a time limit), and the connect goes
 		 * on in the background */
-		if (ret == -EINTR && (end || !vs_restartable()))
+		if (ret == -EINTR && (end || !vs_sig_restarts(mark)))
 			break;
 		/* a handler that ran as the sleep ended for nothing (the
 		 * kernel's EINTR lost) ends it the same way */
