@@ -15,7 +15,8 @@
 # MSG_DONTWAIT, edge-triggered epoll drained to EAGAIN, SO_RCVTIMEO, a
 # SIGALRM handler that leaves a blocking read with siglongjmp, the
 # poll events of FIN and reset, SO_ERROR, the read and the write after a
-# reset), across nodes and within one.  DIFF_SEEDS sets the seeds (default:
+# reset), across nodes and within one, and across nodes in threads too
+# (-T -X: a thread's handler jumps out of its own read).  DIFF_SEEDS sets the seeds (default:
 # 1 to 8, and 9 to 11 in the sanitizer pass, so that one run of the suite
 # tries 11 programs; plus every seed kept in tests/diff/regressions; each
 # seed once).
@@ -143,5 +144,13 @@ verdict() {
 	[[ ${RSHARE_SAN_PASS:-0} != 1 ]] || skip "the main pass runs it"
 	all_seeds "$NS_A" 8100
 	took_local
+	verdict
+}
+
+@test "differential: generated programs in threads with more socket calls do on rshare across nodes what they do on kernel TCP" {
+	local failed n DIFF_T="-T -X"
+	[[ ${RSHARE_SAN_PASS:-0} != 1 ]] || skip "the main pass runs it"
+	all_seeds "$NS_B" 8100
+	took_link
 	verdict
 }
