@@ -1,5 +1,5 @@
 /*
- * backpressure recv [-b BUF] [-P PAUSE_MS] [-s SEED] [-w HOLDFILE] -n BYTES PORT
+ * backpressure recv [-b BUF] [-P PAUSE_MS | -g GOFILE] [-s SEED] [-w HOLDFILE] -n BYTES PORT
  * backpressure send [-b BUF] [-s SEED] [-d] -n BYTES HOST PORT
  *
  * A sender that writes far more than the rings hold to a receiver that
@@ -7,8 +7,8 @@
  *
  * recv: listens on 0.0.0.0:PORT with SO_RCVBUF and SO_SNDBUF set to BUF
  * (default 4096) before listen(), prints "ready", accepts one connection,
- * prints "accepted", reads nothing for PAUSE_MS (default 3000), prints
- * "resume", then reads exactly BYTES in reads of random size, checking
+ * prints "accepted", reads nothing for PAUSE_MS (default 3000), or with -g
+ * until GOFILE exists (at most 120 s), prints "resume", then reads exactly BYTES in reads of random size, checking
  * every byte against the stream of SEED, and expects EOF right after.
  * Prints "received BYTES verified" and, with -w, keeps the connection open
  * until HOLDFILE exists (at most 120 s).
@@ -38,6 +38,18 @@
 #include <time.h>
 
 static _Atomic uint64_t sent_n, eagain_n;
+static const char *go; /* recv -g */
+
+/* until PATH exists: at most 120 s */
+static void wait_file(const char *path)
+{
+	struct stat st;
+	for (int i = 0; stat(path, &st) < 0; i++) {
+		if (i > 120 * 20)
+			t_die("backpressure recv: %s never appeared", path);
+		usleep(50000);
+	}
+}
 static _Atomic int finished;
 static struct timespec t0;
 
@@ -85,7 +97,10 @@ static int do_recv(int buf, int pause_ms, uint64_t seed, uint64_t bytes, const c
 		t_die("backpressure recv: accept: %s", strerror(errno));
 	printf("accepted\n");
 	fflush(stdout);
-	usleep((useconds_t)pause_ms * 1000);
+	if (go)
+		wait_file(go);
+	else
+		usleep((useconds_t)pause_ms * 1000);
 	printf("resume\n");
 	fflush(stdout);
 	uint8_t *b = malloc(64 << 10);
@@ -117,14 +132,8 @@ static int do_recv(int buf, int pause_ms, uint64_t seed, uint64_t bytes, const c
 		t_die("backpressure recv: %s after the last byte", n < 0 ? strerror(errno) : "an extra byte");
 	printf("received %llu verified\n", (unsigned long long)got);
 	fflush(stdout);
-	if (hold) {
-		struct stat st;
-		for (int i = 0; stat(hold, &st) < 0; i++) {
-			if (i > 120 * 20)
-				t_die("backpressure recv: %s never appeared", hold);
-			usleep(50000);
-		}
-	}
+	if (hold)
+		wait_file(hold);
 	close(fd);
 	return 0;
 }
@@ -203,10 +212,11 @@ int main(int argc, char **argv)
 	else
 		goto usage;
 	optind = 2;
-	while ((opt = getopt(argc, argv, "b:P:s:w:n:d")) != -1) {
+	while ((opt = getopt(argc, argv, "b:P:g:s:w:n:d")) != -1) {
 		switch (opt) {
 		case 'b': buf = atoi(optarg); break;
 		case 'P': pause_ms = atoi(optarg); break;
+		case 'g': go = optarg; break;
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'w': hold = optarg; break;
 		case 'n': bytes = strtoull(optarg, NULL, 0); break;
@@ -222,7 +232,7 @@ int main(int argc, char **argv)
 	if (!recv_mode && optind == argc - 2)
 		return do_send(buf, seed, bytes, dontwait, argv[optind], atoi(argv[optind + 1]));
 usage:
-	fprintf(stderr, "usage: backpressure recv [-b BUF] [-P PAUSE_MS] [-s SEED] [-w HOLDFILE] -n BYTES PORT\n"
+	fprintf(stderr, "usage: backpressure recv [-b BUF] [-P PAUSE_MS | -g GOFILE] [-s SEED] [-w HOLDFILE] -n BYTES PORT\n"
 			"       backpressure send [-b BUF] [-s SEED] [-d] -n BYTES HOST PORT\n");
 	return 2;
 }
