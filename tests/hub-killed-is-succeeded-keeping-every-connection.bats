@@ -17,6 +17,7 @@
 # those of kernel TCP.  Killing rshared itself (the warden) still ends the
 # node's connections: tests/hub-killed-blocked-calls-return.bats.  (Soft
 # links; a hub on verbs killed: tests/vm/verbs-suite.sh, section 4.)
+# waits: hubs killed and succeeded, alarms of the generated programs, half of both cores on average (tests/run runs it beside the others)
 
 load lib
 load handover
