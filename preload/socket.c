@@ -209,8 +209,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			errno = EAGAIN;
 			return -1;
 		}
-		mark[0] = vs_sig_runs[0];
-		mark[1] = vs_sig_runs[1];
+		vs_sig_mark(mark);
 		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
 		if (r < 0 && errno == EINTR && (tmo || !vs_sig_restarts(mark)))
 			return -1;

@@ -45,8 +45,7 @@ static int pipe_wait(int fd, short ev, int nb, short *got)
 	uint32_t mark[2];
 	int r;
 	do {
-		mark[0] = vs_sig_runs[0];
-		mark[1] = vs_sig_runs[1];
+		vs_sig_mark(mark);
 		r = R(poll)(&p, 1, nb ? 0 : -1);
 	} while (r < 0 && errno == EINTR && vs_sig_restarts(mark));
 	*got = p.revents;

@@ -34,22 +34,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 
 static _Atomic uint64_t sent_n, eagain_n;
 static const char *go; /* recv -g */
-
-/* until PATH exists: at most 120 s */
-static void wait_file(const char *path)
-{
-	struct stat st;
-	for (int i = 0; stat(path, &st) < 0; i++) {
-		if (i > 120 * 20)
-			t_die("backpressure recv: %s never appeared", path);
-		usleep(50000);
-	}
-}
 static _Atomic int finished;
 static struct timespec t0;
 
@@ -98,7 +86,7 @@ static int do_recv(int buf, int pause_ms, uint64_t seed, uint64_t bytes, const c
 	printf("accepted\n");
 	fflush(stdout);
 	if (go)
-		wait_file(go);
+		t_wait_file(go, 120);
 	else
 		usleep((useconds_t)pause_ms * 1000);
 	printf("resume\n");
@@ -133,7 +121,7 @@ static int do_recv(int buf, int pause_ms, uint64_t seed, uint64_t bytes, const c
 	printf("received %llu verified\n", (unsigned long long)got);
 	fflush(stdout);
 	if (hold)
-		wait_file(hold);
+		t_wait_file(hold, 120);
 	close(fd);
 	return 0;
 }

@@ -21,20 +21,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 /* round K > 0 starts when GO.K exists (at most 600 s) */
 static void wait_go(const char *go, int r)
 {
 	char path[4096];
-	struct stat st;
-	int waited = 0;
 	snprintf(path, sizeof(path), "%s.%d", go, r);
-	while (stat(path, &st) < 0) {
-		if (waited++ > 600 * 20)
-			t_die("echo-rounds: %s never appeared", path);
-		usleep(50000);
-	}
+	t_wait_file(path, 600);
 }
 
 /* one message of SIZE bytes at stream position POS out on FD and its echo checked */

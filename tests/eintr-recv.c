@@ -32,7 +32,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -172,15 +171,8 @@ static uint64_t read_rest(uint64_t got, uint64_t nbytes, uint8_t *buf, size_t bu
 static void finish(const char *hold, uint8_t *buf)
 {
 	ssize_t r;
-	if (hold) {
-		struct stat st;
-		int waited = 0;
-		while (stat(hold, &st) < 0) {
-			if (waited++ > 120 * 20)
-				t_die("eintr-recv: %s never appeared", hold);
-			usleep(50000);
-		}
-	}
+	if (hold)
+		t_wait_file(hold, 120);
 	if (shutdown(cfd, SHUT_WR) < 0)
 		t_die("eintr-recv: shutdown: %s", strerror(errno));
 	r = recv(cfd, buf, 1, 0);

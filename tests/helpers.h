@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define T_PASS 0
@@ -102,6 +103,18 @@ static inline long long t_stream_check(uint64_t seed, uint64_t pos, const uint8_
 		done += n;
 	}
 	return -1;
+}
+
+/* Until PATH exists (a test's go or hold file), looked at every 50 ms;
+ * dies after SECS seconds. */
+static inline void t_wait_file(const char *path, int secs)
+{
+	struct stat st;
+	for (int i = 0; stat(path, &st) < 0; i++) {
+		if (i > secs * 20)
+			t_die("%s never appeared", path);
+		usleep(50000);
+	}
 }
 
 /* Write all of len, retrying short writes and EINTR; 0 or -1 with errno. */

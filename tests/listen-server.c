@@ -30,7 +30,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 static void *serve(void *arg)
 {
@@ -133,17 +132,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 6 && !strcmp(argv[1], "backlog")) {
-		int port = atoi(argv[2]), backlog = atoi(argv[3]), n = atoi(argv[5]), waited = 0;
+		int port = atoi(argv[2]), backlog = atoi(argv[3]), n = atoi(argv[5]);
 		int lfd = bound(port, 1);
-		struct stat st;
 		if (lfd < 0 || listen(lfd, backlog) < 0)
 			t_die("listen-server: listen on %d: %s", port, strerror(lfd < 0 ? -lfd : errno));
 		say("ready");
-		while (stat(argv[4], &st) < 0) {
-			if (waited++ > 120 * 20)
-				t_die("listen-server: %s never appeared", argv[4]);
-			usleep(50000);
-		}
+		t_wait_file(argv[4], 120);
 		for (int i = 0; i < n; i++)
 			accept_one(lfd);
 		printf("accepted %d\n", n);

@@ -216,5 +216,18 @@ int vs_sig_restarts(const uint32_t mark[2]);
  * SA_RESTART.  A blocked send or recv compares them with their values at
  * its start (vsock_data.c). */
 extern __thread uint32_t vs_sig_runs[2] __attribute__((tls_model("initial-exec")));
+/* A blocked call's mark of the program's handlers at its start (or that
+ * of one wait: vs_sig_restarts), and whether one ran since that ends it
+ * with EINTR as the kernel's blocked socket call: one installed without
+ * SA_RESTART, or any under a time limit (TIMED). */
+static inline void vs_sig_mark(uint32_t mark[2])
+{
+	mark[0] = vs_sig_runs[0];
+	mark[1] = vs_sig_runs[1];
+}
+static inline int vs_sig_since(const uint32_t mark[2], int timed)
+{
+	return vs_sig_runs[!timed] != mark[!timed];
+}
 
 #endif

@@ -47,9 +47,9 @@ int vs_restartable(void)
 
 int vs_sig_restarts(const uint32_t mark[2])
 {
-	if (vs_sig_runs[1] != mark[1])
+	if (vs_sig_since(mark, 0))
 		return 0;
-	return vs_sig_runs[0] != mark[0] || vs_restartable();
+	return vs_sig_since(mark, 1) || vs_restartable();
 }
 
 /* ---- where a slot's rings are ---- */

@@ -223,12 +223,12 @@ static uint64_t stall_left(uint32_t slot, uint64_t head)
 }
 
 /* send_full's wait, spin and sleep, without the ring's lock (as a recv's,
- * recv_wait_unlocked): 0 to look again, 1 to give up (x->ret set), or
- * the sleep's error */
+ * recv_wait_unlocked): 0 to look again, 1 to give up (x->ret set) */
 VS_INLINE int send_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t head, uint64_t left, int spin)
 {
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
+	int err;
 	if ((spin && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
 	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
@@ -240,7 +240,13 @@ VS_INLINE int send_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t head, ui
 		x->ret = x->total ? 0 : -EINTR;
 		return 1;
 	}
-	return vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
+	err = vs_wait_word(&as->tx_seq, &as->tx_waiters, seq, left);
+	if (!err || err == -ETIMEDOUT)
+		return 0; /* stalled, maybe, or the deadline: look again */
+	if (err == -ECONNRESET)
+		raise_sigpipe(x->flags);
+	x->ret = x->total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
+	return 1;
 }
 
 /* The send ring is full: 1 to give up (nonblocking, or the wait failed),
@@ -250,7 +256,7 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 {
 	struct arena_slot *as = x->as;
 	uint64_t left = 0;
-	int err, spin;
+	int r, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
 	if (!x->nonblock && send_may_grow(x)) {
@@ -271,16 +277,9 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 		return 1;
 	}
 	pthread_mutex_unlock(&as->tx_lock);
-	err = send_wait_unlocked(x, seq, head, left, spin);
+	r = send_wait_unlocked(x, seq, head, left, spin);
 	vs_lock(&as->tx_lock, &as->tx_in);
-	if (err > 0)
-		return 1;
-	if (err == -ETIMEDOUT || !err)
-		return 0; /* stalled, maybe, or the deadline: look again */
-	if (err == -ECONNRESET)
-		raise_sigpipe(x->flags);
-	x->ret = x->total ? 0 : (err == -ECONNRESET ? -EPIPE : err);
-	return 1;
+	return r;
 }
 
 /* The new tail for the reader, and the bell (a same-node reader: only

@@ -87,19 +87,6 @@ int vs_spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, ui
 		 _Atomic uint64_t *alt) VS_HIDDEN;
 int vs_wait_seq(struct arena_slot *as, uint32_t seq) VS_HIDDEN;
 int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns) VS_HIDDEN; /* or -ETIMEDOUT */
-/* A blocked call's mark of the program's handlers at its start
- * (vs_sig_runs, preload/signal.c), and whether one ran since that ends it
- * with EINTR as the kernel's blocked socket call: one installed without
- * SA_RESTART, or any under a time limit (TIMED). */
-VS_INLINE void vs_sig_mark(uint32_t mark[2])
-{
-	mark[0] = vs_sig_runs[0];
-	mark[1] = vs_sig_runs[1];
-}
-VS_INLINE int vs_sig_since(const uint32_t mark[2], int timed)
-{
-	return vs_sig_runs[!timed] != mark[!timed];
-}
 /* vsock_poll.c: the readiness descriptor claimed more than is true */
 void vs_rx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
 void vs_tx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
