@@ -24,12 +24,23 @@
 
 /* ---- connect ---- */
 
+/* The link a connect to dst goes over: a verbs link up to its node, else
+ * one that is up (a soft one may stand beside a verbs link that is being
+ * tried, link_upgrade), else one on its way, else a new one. */
 static struct link *link_for(struct hub *h, const union sockaddr_any *dst)
 {
 	union sockaddr_any hub_addr = *dst;
-	for (struct link *l = h->links; l; l = l->next)
-		if (l->state != LINK_DOWN && addr_same_ip(&l->x.peer_addr, dst))
+	struct link *any = NULL;
+	for (struct link *l = h->links; l; l = l->next) {
+		if (l->state == LINK_DOWN || !addr_same_ip(&l->x.peer_addr, dst))
+			continue;
+		if (l->state == LINK_UP && l->x.xp == &h->verbs)
 			return l;
+		if (!any || (any->state != LINK_UP && l->state == LINK_UP))
+			any = l;
+	}
+	if (any)
+		return any;
 	addr_set_port(&hub_addr, h->port);
 	return hub_link_new_outgoing(h, &hub_addr);
 }

@@ -159,6 +159,8 @@ struct link {
 	int lost;                      /* failed for want of an answer: its connections wait (resume.c) */
 	int refused;                   /* set-up refused: the peer node has no hub */
 	int relink;                    /* made to bring a lost link back */
+	int probe;                     /* verbs, made beside a soft link to see whether verbs is back (link_upgrade) */
+	uint64_t upgrade_ms, upgrade_gap; /* soft: when verbs is tried next beside it, and the wait after that */
 	const char *doomed;            /* failed mid-work: dropped between event batches */
 	int writable;                  /* the transport has room again: resume txwait */
 	uint8_t *ctl_bufs;             /* HUB_CTL_RECVS x WIRE_CTL_LEN */

@@ -6,7 +6,14 @@
  * by a peer (accepted); it is up once its transport says the peer's HELLO
  * came, and then carries every connection between the two nodes.  A verbs
  * link that never came up moves its waiting connections to a soft one
- * (fall_to_soft).  A failed link resets its connections (hub_link_gone,
+ * (fall_to_soft).  With transport auto, a soft link that this hub opened
+ * has verbs tried beside it now and then (link_upgrade: after
+ * LINK_UPGRADE_FIRST_MS, the wait doubling to LINK_UPGRADE_MAX_MS): a
+ * verbs path that was missing for a moment (a port coming back from an
+ * outage, RoCE blocked for a while) is taken again by new connections
+ * (conn.c prefers a verbs link), while those on soft stay there.  Links of
+ * two transports to one node stand side by side; two of one transport are
+ * settled by link_dedup.  A failed link resets its connections (hub_link_gone,
  * sock.c), unless it was lost (hub_link_lost: the peer went unanswered),
  * when they wait for a new one (resume.c); it is freed after the current
  * batch of events.  Timers between
@@ -133,12 +140,16 @@ struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except)
 	return NULL;
 }
 
-/* Of two links up to one node, both sides drop the one the larger node id
- * opened: the link that stays, l itself or the other one (NULL: it went
- * and the other is not up). */
+/* Of two links of one transport up to one node, both sides drop the one
+ * the larger node id opened: the link that stays, l itself or the other
+ * one (NULL: it went and the other is not up).  A verbs link beside a soft
+ * one (link_upgrade) stays: each keeps its own connections. */
 static struct link *link_dedup(struct hub *h, struct link *l)
 {
-	struct link *o = link_up_to(h, l->x.peer_node, l), *drop, *keep;
+	struct link *o, *drop, *keep;
+	for (o = h->links; o; o = o->next)
+		if (o != l && o->state == LINK_UP && o->x.peer_node == l->x.peer_node && o->x.xp == l->x.xp)
+			break;
 	if (!o)
 		return l;
 	drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;
@@ -164,8 +175,8 @@ void hub_link_up(struct xlink *xl, uint64_t peer_node)
 	l->was_up = 1;
 	for (uint32_t i = 0; i < HUB_CTL_RECVS; i++)
 		l->x.xp->ops->post_recv(&l->x, i, l->ctl_bufs + (size_t)i * WIRE_CTL_LEN, WIRE_CTL_LEN);
-	log_info("link %u up: peer node %016llx (%s)", l->x.id, (unsigned long long)peer_node,
-		 l->x.outgoing ? "outgoing" : "incoming");
+	log_info("link %u up: peer node %016llx (%s%s)", l->x.id, (unsigned long long)peer_node,
+		 l->x.outgoing ? "outgoing" : "incoming", l->probe ? "; verbs is back beside soft, new connections take it" : "");
 	/* of two, the connects that waited for the one that went go over the other */
 	if (!(l = link_dedup(h, l)))
 		return;
@@ -190,7 +201,7 @@ void hub_link_fail(struct xlink *xl, const char *why)
 	if (was_up) {
 		log_warn("link %u to node %016llx dropped: %s", l->x.id, (unsigned long long)l->x.peer_node, why);
 		h->links_dropped++;
-	} else if (l->relink) {
+	} else if (l->relink || l->probe) {
 		log_debug("link %u not established: %s", l->x.id, why);
 	} else {
 		log_info("link %u not established: %s", l->x.id, why);
@@ -316,6 +327,39 @@ static int link_stuck(struct hub *h, struct link *l, uint64_t now)
 	return 1;
 }
 
+/* Transport auto: a soft link this hub opened to a node with no verbs
+ * link has verbs tried beside it, LINK_UPGRADE_FIRST_MS after it came up
+ * and then at doubling waits up to LINK_UPGRADE_MAX_MS (a node without
+ * an RDMA device, or RoCE blocked for good, costs a connect request that
+ * times out now and then).  The probe carries no connection; once up, new
+ * connections to the node take it (link_for, conn.c). */
+#define LINK_UPGRADE_FIRST_MS 10000
+#define LINK_UPGRADE_MAX_MS 300000
+static void link_upgrade(struct hub *h, struct link *l, uint64_t now)
+{
+	union sockaddr_any a;
+	struct link *v;
+	if (h->mode != HUB_AUTO || !h->verbs.up || l->x.xp != &h->soft || !l->x.outgoing || l->state != LINK_UP)
+		return;
+	if (!l->upgrade_gap) {
+		l->upgrade_gap = LINK_UPGRADE_FIRST_MS;
+		l->upgrade_ms = now + l->upgrade_gap;
+	}
+	if (now < l->upgrade_ms)
+		return;
+	for (v = h->links; v; v = v->next)
+		if (v->x.xp == &h->verbs && v->state != LINK_DOWN &&
+		    (v->x.peer_node == l->x.peer_node || addr_same_ip(&v->x.peer_addr, &l->x.peer_addr)))
+			return; /* up, or on its way */
+	l->upgrade_gap = l->upgrade_gap * 2 > LINK_UPGRADE_MAX_MS ? LINK_UPGRADE_MAX_MS : l->upgrade_gap * 2;
+	l->upgrade_ms = now + l->upgrade_gap;
+	a = l->x.peer_addr;
+	addr_set_port(&a, h->port);
+	log_debug("link %u: trying verbs to node %016llx beside it", l->x.id, (unsigned long long)l->x.peer_node);
+	if ((v = link_start(h, &h->verbs, &a)))
+		v->probe = 1;
+}
+
 void hub_link_timers(struct hub *h)
 {
 	uint64_t now = hub_now_ms();
@@ -328,6 +372,7 @@ void hub_link_timers(struct hub *h)
 		}
 		if (l->state == LINK_UP && link_stuck(h, l, now))
 			continue;
+		link_upgrade(h, l, now);
 		/* verbs: a link that sent nothing lately sends a PING, whose
 		 * failure (the queue pair's retries exhausted) drops it; soft
 		 * links have TCP keepalive for that */

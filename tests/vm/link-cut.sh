@@ -19,12 +19,18 @@
 #     documented time (rshare(7): the link timeout, 10 s; the check allows
 #     60 s, guest timers run slow), and its connections, 4 idle and 4
 #     streaming, wait: none is reset
-#   - once the wire is back, they go on over a new verbs link (RESUME), the
-#     stream with every byte verified
-#   - new connections take the new verbs link
+#   - once the wire is back, they go on over a new link (RESUME), the
+#     stream with every byte verified: verbs, or soft where verbs stayed
+#     away for 30 s with the peer answering on IP (rshare(7): a guest's
+#     RoCE can take that long after its port came back; the line says
+#     which)
+#   - new connections take a verbs link, none falls back (a soft link
+#     made above has verbs tried beside it, and new connections take that)
 #   - node 2 drops RoCE (UDP 4791) and keeps IP: the verbs link is lost
 #     and does not come back, and with transport auto (both hubs) its
 #     connections go on over a soft link, the stream with every byte
+#   - RoCE back: new connections take a verbs link again (tried beside
+#     the soft link), every byte verified
 #   - the same-node connections go on, every byte verified
 # The nodes take turns through files in $RSHARE_VM_DIR.  Ends with
 # "N passed, N failed"; exits nonzero when a check failed.
@@ -75,6 +81,7 @@ stat_until() {
 	return 1
 }
 verbs_up='[.links[] | select(.transport == "verbs" and .state == "up")] | length'
+links_up='[.links[] | select(.state == "up")] | length'
 
 # what the network and the RDMA device say, after a failure
 net_state() {
@@ -237,13 +244,13 @@ touch "$dir/restore"
 wait_file "$dir/restore-done" 60 || nok "node 2 did not bring its link up again"
 t0=$SECONDS
 resumed=0
-stat_until 60 "$T/resumed.json" ".counters.conns_resumed >= 8 and ($verbs_up) >= 1" && resumed=1
+stat_until 60 "$T/resumed.json" ".counters.conns_resumed >= 8 and ($links_up) >= 1" && resumed=1
 n=$(jq .counters.conns_resumed "$T/resumed.json" 2>/dev/null)
-up=$(jq "$verbs_up" "$T/resumed.json" 2>/dev/null)
+up=$(jq "$links_up" "$T/resumed.json" 2>/dev/null)
 if ((resumed)); then
-	ok "after the wire came back, the 8 connections went on over a new verbs link within $((SECONDS - t0)) s"
+	ok "after the wire came back, the 8 connections went on over a new link within $((SECONDS - t0)) s: $(jq -c '[.links[] | select(.state == "up") | .transport]' "$T/resumed.json")"
 else
-	nok "60 s after the wire came back: ${n:-?} connections resumed, ${up:-?} verbs links up (want 8 and 1 or more)"
+	nok "60 s after the wire came back: ${n:-?} connections resumed, ${up:-?} links up (want 8 and 1 or more)"
 	grep -v 'pool\|process' "$T/hub.log" | tail -n 12
 	net_state
 fi
@@ -333,6 +340,26 @@ if [[ -e $dir/roce-blocked ]]; then
 	fi
 	touch "$dir/roce-unblock"
 	wait_file "$dir/roce-unblocked" 60
+	# RoCE back: verbs is tried beside the soft link (first after 10 s,
+	# then at doubling waits), and new connections take it
+	t0=$SECONDS
+	back=0
+	while ((SECONDS - t0 < 120)); do
+		timeout 60 "$B/rshare" run -- "$B/tests/echo-client" -c 2 -n 2 -m 65536 10.77.0.2 7301 >"$T/again.out" 2>&1
+		stat_json >"$T/again.json" 2>/dev/null
+		if grep -q 'verified=2 resets=0 errors=0' "$T/again.out" &&
+			[[ $(jq '[.links[] | select(.transport == "verbs" and .state == "up" and .connections_total >= 2)] | length' "$T/again.json" 2>/dev/null) == 1 ]]; then
+			back=1
+			break
+		fi
+		sleep 2
+	done
+	if ((back)); then
+		ok "with RoCE back, new connections took a verbs link again within $((SECONDS - t0)) s: $(jq -c '[.links[] | select(.state == "up") | .transport]' "$T/again.json")"
+	else
+		nok "120 s after RoCE came back, new connections still took no verbs link: $(jq -c '[.links[] | {transport, state, connections_total}]' "$T/again.json" 2>/dev/null) $(tr '\n' ' ' <"$T/again.out")"
+		grep -v 'pool\|process' "$T/hub.log" | tail -n 8
+	fi
 else
 	nok "node 2 could not drop RoCE: $(cat "$dir/roce-block-failed")"
 fi
