@@ -74,6 +74,9 @@ void pfd_forget(int fd)
 	struct pfd *p = rs_of(fd);
 	if (p && pl_vfork_child())
 		return;
+	/* a recv or send of this thread that a handler jumped out of holds
+	 * its socket until it ends (client.h) */
+	vs_waits_check((uintptr_t)__builtin_frame_address(0));
 	if (p) {
 		uint32_t slot = p->slot, gen = p->gen;
 		int evfd = p->kind == FD_LISTEN ? p->evfd : -1;

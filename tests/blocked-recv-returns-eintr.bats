@@ -52,6 +52,17 @@ finish() {
 	grep -q '^server done$' "$RS_TMP/$1-server.out" || rs_fail "$1 server did not see EOF"
 }
 
+# finish_closed NAME: the client (-c) closes its socket and lives on; the
+# server sees EOF from that close alone, then both exit 0
+finish_closed() {
+	touch "$RS_TMP/$1.hold"
+	rs_wait_file "$RS_TMP/$1-client.out" '^closed$' 1 10
+	rs_wait_pid "$SERVER_PID" 20 || rs_fail "$1: the server saw no EOF from the close while the client lived (exit $?): $(cat "$RS_TMP/$1-server.err")"
+	grep -q '^server done$' "$RS_TMP/$1-server.out" || rs_fail "$1 server did not see EOF"
+	touch "$RS_TMP/$1.hold.exit"
+	rs_wait_pid "$CLIENT_PID" 20 || rs_fail "$1 client exit $?: $(cat "$RS_TMP/$1-client.err")"
+}
+
 # the outcome word and handler count: "eintr 1", "data 1"
 outcome() {
 	sed -n 's/^outcome \([a-z]*\) after .* s, handler ran \([0-9]*\)$/\1 \2/p' "$RS_TMP/$1-client.out"
@@ -151,4 +162,40 @@ both_ways() {
 	both_ways 7213 "jumped 1" -j -a 300
 	check_rshare 7214
 	finish rs
+}
+
+# A close() after the jump releases the socket: the peer gets its FIN
+# while the process lives on (the recv's hold on the socket, left by the
+# jump, used to keep it from ever being released).
+@test "a socket closed after a handler jumped out of its blocked recv sends its FIN, as on kernel TCP" {
+	run_pair plain 7215 -j -c -a 300
+	[[ $(outcome plain) == "jumped 1" ]] || rs_fail "kernel TCP reference: $(cat "$RS_TMP/plain-client.out")"
+	finish_closed plain
+	run_pair rs 7216 --rshare -j -c -a 300
+	[[ $(outcome rs) == "jumped 1" ]] || rs_fail "rshare: $(cat "$RS_TMP/rs-client.out")"
+	check_rshare 7216
+	finish_closed rs
+}
+
+# ... and when the close is the first call on the socket after the jump
+@test "a socket closed right after a handler jumped out of its blocked recv sends its FIN, as on kernel TCP" {
+	local name port=7217
+	for name in plain rs; do
+		local pre=()
+		[[ $name == rs ]] && pre=(--rshare)
+		rs_bg "$name-server" "$NS_A" "${pre[@]}" "$RS_BIN/eintr-recv" server "$port"
+		SERVER_PID=$RS_LASTPID
+		rs_wait_ready "$name-server"
+		rs_bg "$name-client" "$NS_B" "${pre[@]}" "$RS_BIN/eintr-recv" client -j -C -a 300 -w "$RS_TMP/$name.hold" \
+			$ADDR_A "$port"
+		CLIENT_PID=$RS_LASTPID
+		rs_wait_file "$RS_TMP/$name-client.out" '^outcome ' 1 8
+		[[ $(outcome "$name") == "jumped 1" ]] || rs_fail "$name: $(cat "$RS_TMP/$name-client.out")"
+		finish_closed "$name"
+		port=$((port + 1))
+	done
+	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_jq_check "the connection was on rshare" --slurpfile b "$RS_TMP/statB.json" '
+		$b[0] as $B | fail($B.counters.fallback_connects == 0; "B fell back to kernel TCP"),
+		fail(($B.links|length) == 1 and $B.links[0].connections_total >= 1; "B links \($B.links)")'
 }

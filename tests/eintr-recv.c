@@ -1,6 +1,6 @@
 /*
  * eintr-recv server PORT
- * eintr-recv client [-R | -j] [-a MS] [-w HOLDFILE] HOST PORT
+ * eintr-recv client [-R | -j] [-c | -C] [-a MS] [-w HOLDFILE] HOST PORT
  *
  * Does a signal interrupt a recv() that blocks on a connection?
  *
@@ -22,7 +22,13 @@
  * that a restarted recv() ends with data.  Then the client reads all BYTES,
  * checks them, prints "received BYTES verified", keeps the connection open
  * until HOLDFILE exists (-w, at most 120 s), shuts down, expects EOF and
- * exits 0.  Exit 1 on any other error or a mismatch.
+ * exits 0; with -c it closes the socket instead, prints "closed" and lives
+ * on until HOLDFILE.exit exists, so that the server's EOF comes from the
+ * close alone (a jump out of the recv must not keep the socket from being
+ * released).  -C: as -c, but the close comes right after the first recv
+ * (its outcome printed), before any other call on the socket, and the
+ * server, whose first read then ends with EOF, prints "server done".
+ * Exit 1 on any other error or a mismatch.
  */
 #include "helpers.h"
 
@@ -78,8 +84,13 @@ static int server(int port)
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		t_die("eintr-recv: server: accept: %s", strerror(errno));
-	if (t_read_full(fd, &c, 1) != 1)
-		t_die("eintr-recv: server: no byte from the client");
+	switch (t_read_full(fd, &c, 1)) {
+	case 1: break;
+	case 0: /* the client closed at once (-C) */
+		printf("server done\n");
+		return 0;
+	default: t_die("eintr-recv: server: no byte from the client");
+	}
 	for (uint64_t pos = 0; pos < nbytes;) {
 		size_t n = nbytes - pos < sizeof(buf) ? nbytes - pos : sizeof(buf);
 		t_stream_fill(42, pos, buf, n);
@@ -167,12 +178,24 @@ static uint64_t read_rest(uint64_t got, uint64_t nbytes, uint8_t *buf, size_t bu
 	return got;
 }
 
-/* wait for HOLD (if any), then our FIN and the server's EOF */
-static void finish(const char *hold, uint8_t *buf)
+/* wait for HOLD (if any), then our FIN and the server's EOF; with -c
+ * (CLOSE) a close() instead, whose FIN the server must see while this
+ * process lives on, until HOLD.exit */
+static void finish(const char *hold, uint8_t *buf, int close_only)
 {
 	ssize_t r;
+	static char path[4096];
 	if (hold)
 		t_wait_file(hold, 120);
+	if (close_only) {
+		close(cfd);
+		printf("closed\n");
+		fflush(stdout);
+		snprintf(path, sizeof(path), "%s.exit", hold ? hold : "");
+		if (hold)
+			t_wait_file(path, 120);
+		return;
+	}
 	if (shutdown(cfd, SHUT_WR) < 0)
 		t_die("eintr-recv: shutdown: %s", strerror(errno));
 	r = recv(cfd, buf, 1, 0);
@@ -183,14 +206,16 @@ static void finish(const char *hold, uint8_t *buf)
 
 static int client(int argc, char **argv)
 {
-	int restart = 0, opt, ms = 0;
+	int restart = 0, opt, ms = 0, close_only = 0;
 	uint64_t nbytes = 100000, got = 0;
 	const char *hold = NULL;
 	uint8_t buf[8192];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "Rja:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "RjcCa:w:")) != -1) {
 		switch (opt) {
 		case 'R': restart = 1; break;
+		case 'c': close_only = 1; break;
+		case 'C': close_only = 2; break;
 		case 'j': jump = 1; break;
 		case 'a': ms = atoi(optarg); break;
 		case 'w': hold = optarg; break;
@@ -230,12 +255,16 @@ static int client(int argc, char **argv)
 		t_die("eintr-recv: recv returned %zd (%s) after %.1f s", r, r < 0 ? strerror(e) : "EOF", dt);
 	}
 	fflush(stdout);
+	if (close_only > 1) { /* -C: the close is the next call on the socket */
+		finish(hold, buf, 1);
+		return 0;
+	}
 	if (!restart && send(cfd, "g", 1, MSG_NOSIGNAL) != 1)
 		t_die("eintr-recv: send: %s", strerror(errno));
 	got = read_rest(got, nbytes, buf, sizeof(buf));
 	printf("received %llu verified\n", (unsigned long long)got);
 	fflush(stdout);
-	finish(hold, buf);
+	finish(hold, buf, close_only);
 	return 0;
 }
 

@@ -148,6 +148,7 @@ int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
+void vs_waits_check(uintptr_t frame); /* a call's entry: end the waits a handler's jump left (vsock_int.h) */
 /* the same, and a last release resets the connection (SO_LINGER 0) */
 int vs_unref_abort(uint32_t slot, uint32_t gen);
 /* before the last close of a socket with SO_LINGER on and a time of SECS:

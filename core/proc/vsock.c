@@ -139,8 +139,47 @@ static uint8_t vs_gone_abort[CL_SLOTS];
 
 static int release(uint32_t slot, uint32_t gen, int abort, int late);
 
+__thread struct vs_wait_note vs_wait_notes[VS_WAIT_NOTES] __attribute__((tls_model("initial-exec")));
+__thread uint32_t vs_wait_depth __attribute__((tls_model("initial-exec")));
+
+static void wait_note_end(uint32_t d)
+{
+	if (d < VS_WAIT_NOTES)
+		vs_call_end(vs_wait_notes[d].slot);
+}
+
+/* The calls of the noted waits that a jump left (vsock_int.h): those noted
+ * above FRAME, the frame of the thread's call now. */
+void vs_waits_left(uintptr_t frame)
+{
+	uint32_t d = vs_wait_depth;
+	stack_t ss;
+	if (d > VS_WAIT_NOTES || sigaltstack(NULL, &ss) < 0 || (ss.ss_flags & SS_ONSTACK))
+		return; /* a note it cannot see, or a handler on its own stack */
+	while (d && vs_wait_notes[d - 1].frame < frame)
+		wait_note_end(--d);
+	vs_wait_depth = d;
+}
+
+/* A call of the program's of FRAME (a close, near the preload's entry:
+ * deep down the library it would lie below the notes) begins: the waits
+ * a jump left end first. */
+void vs_waits_check(uintptr_t frame)
+{
+	if (vs_wait_depth)
+		vs_waits_left(frame);
+}
+
+/* A wait at depth D ended: the notes above it were left by jumps. */
+void vs_waits_end_above(uint32_t d)
+{
+	while (vs_wait_depth > d + 1)
+		wait_note_end(--vs_wait_depth);
+}
+
 void vs_fork_child(void)
 {
+	vs_wait_depth = 0;
 	/* the calls under way in the parent's other threads are not here */
 	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1))
 		if (atomic_load_explicit(&vs_busy[i], memory_order_relaxed))

@@ -256,6 +256,7 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 {
 	struct arena_slot *as = x->as;
 	uint64_t left = 0;
+	uint32_t d;
 	int r, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
@@ -277,7 +278,9 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 		return 1;
 	}
 	pthread_mutex_unlock(&as->tx_lock);
+	d = vs_wait_enter(x->slot, (uintptr_t)__builtin_frame_address(0));
 	r = send_wait_unlocked(x, seq, head, left, spin);
+	vs_wait_leave(d);
 	vs_lock(&as->tx_lock, &as->tx_in);
 	return r;
 }
@@ -447,6 +450,7 @@ VS_INLINE int recv_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t tail, in
 /* Wait for the tail to leave TAIL: 0 to look again, 1 when the wait failed. */
 VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 {
+	uint32_t d;
 	int spin, r;
 	if ((spin = xfer_pre_wait(x)) < 0) {
 		if (!x->total)
@@ -454,7 +458,9 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 		return 1;
 	}
 	pthread_mutex_unlock(&x->as->rx_lock);
+	d = vs_wait_enter(x->slot, (uintptr_t)__builtin_frame_address(0));
 	r = recv_wait_unlocked(x, seq, tail, spin);
+	vs_wait_leave(d);
 	vs_lock(&x->as->rx_lock, &x->as->rx_in);
 	return r;
 }

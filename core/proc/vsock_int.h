@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 
 #include "client.h"
 #include "pair.h"
@@ -53,9 +54,61 @@ int vs_errq_take(struct arena_slot *as, uint32_t *lo, uint32_t *hi) VS_HIDDEN;
 extern _Atomic uint32_t vs_busy[CL_SLOTS] VS_HIDDEN;
 void vs_release_waited(uint32_t slot) VS_HIDDEN;
 
-/* A call on the slot begins: 0, or -EBADF when it was released meanwhile. */
-static inline int vs_call_begin(uint32_t slot)
+/* A wait that a signal handler left with siglongjmp (an old program's
+ * timeout: alarm, and a jump out of a blocked read) never returns, and
+ * its call's hold on the slot would keep the socket from being released
+ * at close: no FIN, no RST, for ever.  The kernel ended its own call
+ * before the handler ran.  So a send or recv notes the wait, per thread
+ * (vs_wait_enter, vs_wait_leave: a handler that returns may wait again,
+ * VS_WAIT_NOTES deep), with a frame address VS_WAIT_MARGIN below its
+ * call's; the thread's next send or recv (vs_call_begin) or close
+ * (vs_waits_check, from the preload's close) passes its own call's frame
+ * to vs_waits_left, which ends the call of each noted wait whose frame
+ * the stack has left (the call lies above the note: jumped out of).  A
+ * call made by a handler while the wait is under way lies below the
+ * signal's frame (over 1 KiB of saved state), so below the note; on an
+ * alternate signal stack nothing is judged.  A call made after the jump
+ * from a frame more than VS_WAIT_MARGIN deeper than the recv was is
+ * taken for one inside a handler: the socket stays held (rshare(7),
+ * BUGS). */
+#define VS_WAIT_NOTES 8
+#define VS_WAIT_MARGIN 768 /* below the signal frame's size (x86-64: 1 KiB and more, arm64: 4 KiB) */
+struct vs_wait_note {
+	uintptr_t frame;
+	uint32_t slot;
+};
+extern __thread struct vs_wait_note vs_wait_notes[VS_WAIT_NOTES] __attribute__((tls_model("initial-exec"))) VS_HIDDEN;
+extern __thread uint32_t vs_wait_depth __attribute__((tls_model("initial-exec"))) VS_HIDDEN;
+void vs_waits_left(uintptr_t frame) VS_HIDDEN;
+void vs_waits_end_above(uint32_t d) VS_HIDDEN;
+
+/* the call of FRAME (its __builtin_frame_address) on SLOT begins a wait:
+ * the note's depth, for vs_wait_leave */
+static inline uint32_t vs_wait_enter(uint32_t slot, uintptr_t frame)
 {
+	uint32_t d = vs_wait_depth;
+	if (d < VS_WAIT_NOTES) {
+		vs_wait_notes[d].frame = frame - VS_WAIT_MARGIN;
+		vs_wait_notes[d].slot = slot;
+	}
+	vs_wait_depth = d + 1;
+	return d;
+}
+
+/* ... and it ended (notes above it were left by jumps in handlers) */
+static inline void vs_wait_leave(uint32_t d)
+{
+	if (__builtin_expect(vs_wait_depth != d + 1, 0))
+		vs_waits_end_above(d);
+	vs_wait_depth = d;
+}
+
+/* A call on the slot begins: 0, or -EBADF when it was released meanwhile. */
+#define vs_call_begin(slot) vs_call_begin_at(slot, (uintptr_t)__builtin_frame_address(0))
+static inline int vs_call_begin_at(uint32_t slot, uintptr_t frame)
+{
+	if (__builtin_expect(vs_wait_depth != 0, 0))
+		vs_waits_left(frame);
 	if (__builtin_expect(atomic_fetch_add(&vs_busy[slot], 1) & VS_BUSY_GONE, 0)) {
 		if (atomic_fetch_sub(&vs_busy[slot], 1) - 1 == VS_BUSY_GONE)
 			vs_release_waited(slot);
