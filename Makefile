@@ -97,7 +97,8 @@ $(B)/tests/nonblocking-and-readiness: $(READINESS_SRC) tests/readiness/readiness
 # its socket I/O is io_uring's (tools/deps.sh installs liburing-dev)
 $(B)/tests/uring-echo-server: LDLIBS += -luring
 # a whole hub, as rshared links it (its fake verbs transport beside the real one)
-$(B)/tests/ring-shrink-credits-what-the-reader-took $(B)/tests/slot-reuse-gets-a-new-generation: \
+$(B)/tests/ring-shrink-credits-what-the-reader-took $(B)/tests/slot-reuse-gets-a-new-generation \
+		$(B)/tests/slot-reuse-forgets-the-placed-tail: \
 	LDLIBS += -libverbs -lrdmacm -lunwind
 $(B)/tests/%: tests/%.c $(B)/core/libhub.a $(B)/core/libxport.a $(LIB_PROC)
 	@mkdir -p $(dir $@)

@@ -144,6 +144,11 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->zc, 0);
 	atomic_store(&as->holders, 0);
 	atomic_store(&as->peek_off, -1);
+	/* no placed tail until this socket offers one (conn.c): the last
+	 * socket's tag and word would be believed by a reader of this one
+	 * that never gets its own (soft, a failed registration) */
+	atomic_store(&as->rx_placed_tag, 0);
+	atomic_store(&as->rx_placed, 0);
 	if (hsock_rings_alloc(s) < 0) {
 		free(s); /* the socket id is not taken yet, the slot goes back */
 		p->slot_free[p->nfree++] = slot;

@@ -151,13 +151,14 @@ echo "# [${SECONDS} s] section 2b"
 # socket, no ring bytes beyond the listener's pool, still one QP per hub).
 KILLS=${VERBS_KILLS:-10}
 RSHARE_HUB_NAME=hubA RSHARE_NO_AUTOSTART=1 timeout 600 "$B/rshare" run -- \
-	"$B/tests/respawn-server" -w 4 7200 >"$T/rsrv.out" 2>"$T/rsrv.err" &
+	"$B/tests/respawn-server" -v -a -w 4 7200 >"$T/rsrv.out" 2>"$T/rsrv.err" &
 pids+=($!)
 wait_line "$T/rsrv.out" '^ready$' 1 30
 master=$(sed -n 's/^master //p' "$T/rsrv.out")
 stat_of hubA >"$T/k0.json"
 kills=0 kresets=0 kconns=0 kbytes=0 kbad=0
 for ((i = 1; i <= KILLS; i++)); do
+	lines0=$(wc -l <"$T/rsrv.out")
 	on hubB "$B/tests/soak-client" -E -c 4 -T 1200 -m 4096 -s $((2000 + i)) "$A_ADDR" 7200 \
 		>"$T/kc.out" 2>"$T/kc.err" &
 	kc=$!
@@ -170,6 +171,9 @@ for ((i = 1; i <= KILLS; i++)); do
 	else
 		kbad=$((kbad + 1))
 		sed 's/^/#   /' "$T/kc.out" "$T/kc.err" | head -n 5
+		# which worker served what in this batch, and which one was killed
+		echo "#   batch $i: killed worker ${victim:-none}; the server's accepts and ends:"
+		tail -n +$((lines0 + 1)) "$T/rsrv.out" | head -n 20 | sed 's/^/#     /'
 	fi
 	for _ in $(seq 50); do [ "$(pgrep -P "$master" | wc -l)" -eq 4 ] && break; sleep 0.1; done
 done
