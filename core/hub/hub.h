@@ -583,7 +583,8 @@ void hub_reap_doomed(struct hub *h);
 int hub_run_writable(struct hub *h);
 void hub_link_timers(struct hub *h); /* connect deadlines, keepalives */
 void hub_link_ping(struct link *l);
-struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except); /* an UP link to NODE */
+struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except,
+			 const struct xport *xp); /* an UP link to NODE (on XP, or any) */
 
 /* The node id of the side that opened l: of two links between the same
  * nodes, both keep the one the smaller id opened. */

@@ -128,28 +128,24 @@ struct xlink *hub_link_accepted(struct hub *h, struct xport *xp, const union soc
 	return &l->x;
 }
 
-/* Two links up between the same nodes (each hub connected to the other
- * at once, bringing a lost link back): the one opened by the larger node
- * id goes, dropped by both sides as lost, so that its connections go on
- * over the other (resume.c).  1 when l itself went. */
-struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except)
+/* A link up to NODE other than EXCEPT, on transport XP (NULL: any). */
+struct link *link_up_to(struct hub *h, uint64_t node, const struct link *except, const struct xport *xp)
 {
 	for (struct link *o = h->links; o; o = o->next)
-		if (o != except && o->state == LINK_UP && o->x.peer_node == node)
+		if (o != except && o->state == LINK_UP && o->x.peer_node == node && (!xp || o->x.xp == xp))
 			return o;
 	return NULL;
 }
 
-/* Of two links of one transport up to one node, both sides drop the one
- * the larger node id opened: the link that stays, l itself or the other
- * one (NULL: it went and the other is not up).  A verbs link beside a soft
- * one (link_upgrade) stays: each keeps its own connections. */
+/* Two links of one transport up between the same nodes (each hub
+ * connected to the other at once, bringing a lost link back): both sides
+ * drop the one the larger node id opened, as lost, so that its connections
+ * go on over the other (resume.c); the link that stays, l itself or the
+ * other one (NULL: it went and the other is not up).  A verbs link beside
+ * a soft one (link_upgrade) stays: each keeps its own connections. */
 static struct link *link_dedup(struct hub *h, struct link *l)
 {
-	struct link *o, *drop, *keep;
-	for (o = h->links; o; o = o->next)
-		if (o != l && o->state == LINK_UP && o->x.peer_node == l->x.peer_node && o->x.xp == l->x.xp)
-			break;
+	struct link *o = link_up_to(h, l->x.peer_node, l, l->x.xp), *drop, *keep;
 	if (!o)
 		return l;
 	drop = link_opener(h, l) < link_opener(h, o) ? o : link_opener(h, o) < link_opener(h, l) ? l : NULL;

@@ -134,7 +134,7 @@ void hub_relink_note(struct hub *h, struct link *l)
 	struct relink *r;
 	if (!l->lost)
 		return;
-	struct link *o = link_up_to(h, l->x.peer_node, l);
+	struct link *o = link_up_to(h, l->x.peer_node, l, NULL);
 	if (o) {
 		hub_resume_link_up(h, o); /* another link to the peer is up */
 		return;
