@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,23 @@ int cl_rpc_fd(struct msg_req *q, struct msg_rep *r, int *fd)
 	return cl_rpc_fds(q, r, -1, fd, 1);
 }
 
+/* The processors this process may run on (its affinity: taskset, a
+ * cpuset), 1 when that cannot be read.  A waiter whose answer only this
+ * node's hub can bring (a recv on a soft link, where the hub places every
+ * byte; a send on any link, whose room the hub's completions make) polls
+ * only where that leaves the hub and the program's peer a processor each
+ * (CL_SPIN_HUB_CPUS, unless spin_us is set): with fewer, its polling takes
+ * the processor the hub needs to answer it, and a loaded node's waiters
+ * poll each other out.  A same-node ring, and a verbs ring whose writes
+ * the peer's NIC places, are polled as before. */
+static int cl_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return 1;
+	return CPU_COUNT(&set);
+}
+
 int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds)
 {
 	struct msg_rep r = *rp;
@@ -197,10 +215,11 @@ int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds)
 	if (k == 0) { /* the process's own settings, once: joined pools share them */
 		const struct cfg *c = cfg_lib();
 		const char *e = getenv("RSHARE_SPIN_US");
-		int us = c && c->spin_us >= 0 ? c->spin_us : CFG_DEFAULT_SPIN_US;
-		if (!c && e && *e)
-			cfg_parse_spin(e, &us);
+		int us = c && c->spin_us >= 0 ? c->spin_us : CFG_DEFAULT_SPIN_US, set = c && c->spin_us >= 0;
+		if (!c && e && *e && cfg_parse_spin(e, &us) == 0)
+			set = 1;
 		cl.spin_ns = (uint64_t)us * 1000;
+		cl.spin_hub = set || cl_cpus() >= CL_SPIN_HUB_CPUS;
 	}
 	p->token = r.token;
 	p->evfd = cl_hi_fd(fds[1]);

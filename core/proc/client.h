@@ -36,6 +36,9 @@ struct cl_pool {
 	int cell;           /* its request cell + 1; 0: not asked yet, -1: none (cell.c) */
 };
 
+/* processors a waiter for the hub needs before it polls (client.c: cl_cpus) */
+#define CL_SPIN_HUB_CPUS 3
+
 struct cl_state {
 	_Atomic int attached; /* 1 attached, 0 not yet, -1 no hub to be had */
 	struct cl_pool p[CL_POOLS];
@@ -44,6 +47,7 @@ struct cl_state {
 	int kernel_only;    /* it uses io_uring: no new socket goes to rshare */
 	int sandboxed;      /* under a seccomp filter: only plain read and write */
 	uint64_t spin_ns;   /* how long a waiter spins before it sleeps (spin_us) */
+	int spin_hub;       /* whether it spins for what only this node's hub brings */
 };
 extern struct cl_state cl;
 

@@ -229,7 +229,7 @@ VS_INLINE int send_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t head, ui
 	struct arena_slot *as = x->as;
 	struct vring *v = &x->v;
 	int err;
-	if ((spin && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
+	if ((spin && (v->d || cl.spin_hub) && vs_spin_ring(&as->tx_seq, seq, &v->c->head, head, NULL)) ||
 	    (v->d && vs_want_wake(&v->d->tx_want, &v->c->head, head)))
 		return 0;
 	if (xfer_left(x, &left)) {
@@ -425,8 +425,9 @@ VS_INLINE int recv_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t tail, in
 	int err;
 	/* a link's ring: TAIL may be a placed tail (arena.h), which moves
 	 * first; the counter's moves since come with an rx_seq past seq */
-	if ((spin && vs_spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
-					   v->d ? NULL : &as->rx_placed)) ||
+	if ((spin && (v->d || cl.spin_hub || atomic_load_explicit(&as->rx_placed_tag, memory_order_relaxed)) &&
+	     vs_spin_ring(&as->rx_seq, seq, &v->c->tail, v->d ? tail : ring_load(&v->c->tail),
+			  v->d ? NULL : &as->rx_placed)) ||
 	    (v->d && vs_want_wake(&v->d->rx_want, &v->c->tail, tail)))
 		return 0;
 	if (xfer_left(x, &left)) {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bats
+# A thread that waits for what only its node's hub can bring (a recv on a
+# soft link, where the hub places every byte) polls before it sleeps only
+# where the hub and the program's peer have a processor each beside it (3
+# processors in the process's affinity) or spin_us says so: with fewer, its
+# polling takes the processor the hub needs to answer it.  (The same-node
+# path, which no hub is on, polls as before: same-node-connections-share-
+# memory-only.)  Counted from the client's sched_yield calls (a polling
+# wait yields the processor every 64 looks), with the client pinned to one
+# processor so that any machine is a small one.
+
+load lib
+
+setup() {
+	rs_require echo-server echo-rounds
+	command -v strace >/dev/null || skip "needs strace"
+	command -v taskset >/dev/null || skip "needs taskset"
+	rs_setup
+	RS_HUB_ARGS="--transport soft" rs_two_nodes
+}
+
+teardown() {
+	rs_teardown
+}
+
+ROUNDS=1000
+
+# yields NS ADDR ENV...: the sched_yield calls of one client making ROUNDS
+# round trips to ADDR from NS, pinned to processor 0, with ENV
+yields() {
+	local ns=$1 addr=$2
+	shift 2
+	run rs_exec "$ns" --rshare env "$@" taskset -c 0 strace -f -qq -c -o "$RS_TMP/strace.txt" \
+		-e trace=sched_yield,futex "$RS_BIN/echo-rounds" -q -c 1 -m 64 -r $ROUNDS "$addr" 7231
+	[[ $status -eq 0 ]] || rs_fail "echo-rounds exit $status: $output"
+	cat "$RS_TMP/strace.txt" >&2
+	awk '$NF == "sched_yield" { print $4 + 0; found = 1 } END { if (!found) print 0 }' "$RS_TMP/strace.txt"
+}
+
+@test "on one processor, a recv over a soft link sleeps without polling; with spin_us set, it polls" {
+	local dflt set links
+	rs_bg server "$NS_A" --rshare "$RS_BIN/echo-server" -w 1 7231
+	rs_wait_ready server
+
+	dflt=$(yields "$NS_B" "$ADDR_A" X=1)
+	echo "over the soft link, default settings: $dflt yields in $ROUNDS round trips"
+	links=$(rs_stat "$NS_B" | jq -c '[.links[] | .transport]')
+	echo "links of node B: $links"
+	[[ $links == *soft* ]] || rs_fail "no soft link: $links"
+
+	set=$(yields "$NS_B" "$ADDR_A" RSHARE_SPIN_US=50)
+	echo "over the soft link, spin_us 50 set: $set yields"
+
+	# the connect's wait for its request cell may poll a little: not a round trip's
+	((dflt < ROUNDS / 4)) || rs_fail "a recv over a soft link polled on one processor: $dflt yields"
+	((set >= ROUNDS / 2)) || rs_fail "spin_us 50, set, did not make the recv poll: $set yields"
+}
