@@ -1,5 +1,5 @@
 /*
- * echo-rounds -c CONNS [-s SEED] [-m MAXSIZE] [-r ROUNDS] [-g GOFILE] [-q] HOST PORT
+ * echo-rounds -c CONNS [-s SEED] [-m MAXSIZE] [-r ROUNDS] [-g GOFILE] [-p USEC] [-q] HOST PORT
  *
  * Opens CONNS connections to an echo server and keeps them open over
  * ROUNDS rounds (default 2).  In each round every connection sends one
@@ -7,7 +7,8 @@
  * that it always fits in flight) and reads the echo back, checking every
  * byte against the connection's deterministic stream.  Round 0 starts at
  * once; round K > 0 starts when the file GOFILE.K exists (at most 600 s),
- * or at once without -g.
+ * or at once without -g, USEC microseconds after the round before with -p
+ * (a flow of messages slower than a waiter's spin).
  *
  * Prints "round K ok conns=N bytes=B" after each round (B: the bytes
  * echoed and checked in that round; -q: after the last round only, so
@@ -21,6 +22,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* round K > 0 starts when GO.K exists (at most 600 s) */
 static void wait_go(const char *go, int r)
@@ -62,21 +64,22 @@ static void end_conn(int fd, int i)
 
 int main(int argc, char **argv)
 {
-	int nconns = 1, rounds = 2, quiet = 0, opt;
+	int nconns = 1, rounds = 2, quiet = 0, pause_us = 0, opt;
 	uint64_t maxsize = 64 << 10, base_seed = 1;
 	const char *go = NULL;
-	while ((opt = getopt(argc, argv, "c:s:m:r:g:q")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:m:r:g:p:q")) != -1) {
 		switch (opt) {
 		case 'c': nconns = atoi(optarg); break;
 		case 's': base_seed = strtoull(optarg, NULL, 0); break;
 		case 'm': maxsize = strtoull(optarg, NULL, 0); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'g': go = optarg; break;
+		case 'p': pause_us = atoi(optarg); break;
 		case 'q': quiet = 1; break;
 		default: goto usage;
 		}
 	}
-	if (optind != argc - 2 || nconns < 1 || rounds < 1 || maxsize < 1 || maxsize > (64 << 10))
+	if (optind != argc - 2 || nconns < 1 || rounds < 1 || pause_us < 0 || pause_us > 1000000 || maxsize < 1 || maxsize > (64 << 10))
 		goto usage;
 	signal(SIGPIPE, SIG_IGN);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
@@ -97,6 +100,11 @@ int main(int argc, char **argv)
 		uint64_t bytes = 0;
 		if (r > 0 && go)
 			wait_go(go, r);
+		if (r > 0 && pause_us) {
+			struct timespec ts = {0, (long)pause_us * 1000};
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+		}
 		for (int i = 0; i < nconns; i++) {
 			uint64_t seed = base_seed * 1000003u + (uint64_t)i;
 			size_t size = 1 + t_splitmix(&rng) % maxsize;
@@ -114,7 +122,7 @@ int main(int argc, char **argv)
 	printf("done\n");
 	return 0;
 usage:
-	fprintf(stderr, "usage: echo-rounds -c CONNS [-s SEED] [-m MAXSIZE<=65536] [-r ROUNDS] [-g GOFILE] [-q] "
-			"HOST PORT\n");
+	fprintf(stderr, "usage: echo-rounds -c CONNS [-s SEED] [-m MAXSIZE<=65536] [-r ROUNDS] [-g GOFILE] [-p USEC] "
+			"[-q] HOST PORT\n");
 	return 2;
 }

@@ -388,6 +388,7 @@ struct hub {
 	uint64_t route_wake_ns;     /* ... those made while routing: route_ns less it is the hub's own */
 	uint64_t posts, post_ns;    /* bells of writes that posted, and the time posting them took */
 	uint64_t spin_ns;           /* how long the loop spins after work before it sleeps */
+	uint64_t sleeps;            /* times the loop went to sleep (told the processes to kick) */
 	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections wait) */
 	uint32_t link_outage_ms;    /* ... and its connections wait this long for a new one (resume.c) */
 	uint32_t nsuspended;        /* connections waiting for a new link */

@@ -230,28 +230,58 @@ static int hub_wait(struct hub *h, struct epoll_event *evs, int ms)
 	return r > 0 ? epoll_wait(h->epfd, evs, 64, 0) : r;
 }
 
+/* How long the loop polls after its last work: spin_ns, or, while work
+ * comes back within HUB_FLOW_GAP_NS of the work before (traffic that
+ * flows, but slower than spin_ns: round trips through a slow machine or
+ * NIC, a client that thinks between requests), twice the longest such gap
+ * of late, so that the next message of the flow finds the hub awake
+ * instead of asleep behind a kick.  GAP: from the end of the last burst of
+ * work to the start of this one; WINDOW: the one so far, which shorter
+ * gaps (the wait for a round trip's answer) shrink by an eighth each, and
+ * a gap longer than HUB_FLOW_GAP_NS (no flow) ends at once. */
+#define HUB_FLOW_GAP_NS 1000000ull
+static uint64_t spin_window(const struct hub *h, uint64_t window, uint64_t gap)
+{
+	if (!h->spin_ns || gap > HUB_FLOW_GAP_NS)
+		return h->spin_ns;
+	window -= window / 8;
+	if (window < 2 * gap)
+		window = 2 * gap;
+	return window < h->spin_ns ? h->spin_ns : window;
+}
+
 void hub_loop(struct hub *h)
 {
-	uint64_t last_work = sys_now_ns();
+	uint64_t last_work = sys_now_ns(), window = h->spin_ns;
+	int idle = 0;
 	while (!h->stop) {
 		struct epoll_event evs[64];
 		int n, rang = 0, spin, more;
+		uint64_t before = last_work;
 		last_work = hub_drain(h, last_work, &more);
+		if (last_work != before && idle)
+			window = spin_window(h, window, last_work - before);
 		/* adaptive: poll for a while after work (yielding the CPU to
 		 * whoever else can run), then sleep with the processes told to kick */
-		spin = more || (h->spin_ns && sys_now_ns() - last_work < h->spin_ns);
-		if (spin)
+		spin = more || (window && sys_now_ns() - last_work < window);
+		if (spin) {
 			sched_yield();
-		else
+		} else {
 			rang = rang_before_sleep(h);
+			h->sleeps++;
+		}
 		/* a ring move that waits for a process to step out is tried
 		 * again soon, a watched full ring looked at, and a look at
 		 * idle rings that filled its batch goes on (resize.c) */
 		n = rang ? 0 : hub_wait(h, evs, spin || h->looking ? 0 : h->nswitch_waiting ? 1 : h->ntx_watch ? 5 : 500);
 		if (!spin)
 			set_sleeping(h, 0);
-		if (n > 0)
+		if (n > 0) {
+			if (last_work == before && idle)
+				window = spin_window(h, window, sys_now_ns() - before);
 			last_work = sys_now_ns();
+		}
+		idle = last_work == before;
 		for (int i = 0; i < n; i++) {
 			struct hub_ev *ev = evs[i].data.ptr;
 			ev->fn(h, ev, evs[i].events);

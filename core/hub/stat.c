@@ -133,7 +133,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
 		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u,"
 		  "\"restarts\":%u,\"restarts_refused\":%u,\"restart_refused\":\"%s\","
-		  "\"successions\":%u,\"succession_eintr\":%u,\"cell_requests\":%llu,\"placed_tails\":%llu},",
+		  "\"successions\":%u,\"succession_eintr\":%u,\"cell_requests\":%llu,\"placed_tails\":%llu,"
+		  "\"sleeps\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
 		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
@@ -148,7 +149,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  h->passes_taken, (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended, h->restarts, h->restarts_refused,
 		  h->restart_refused ? h->restart_refused : "", h->successions, h->succession_eintr,
-		  (unsigned long long)h->cell_requests, (unsigned long long)h->placed_sent);
+		  (unsigned long long)h->cell_requests, (unsigned long long)h->placed_sent,
+		  (unsigned long long)h->sleeps);
 }
 
 /* "links": one object each */
