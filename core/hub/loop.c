@@ -232,20 +232,22 @@ static int hub_wait(struct hub *h, struct epoll_event *evs, int ms)
 
 /* How long the loop polls after its last work: spin_ns, or, while work
  * comes back within HUB_FLOW_GAP_NS of the work before (traffic that
- * flows, but slower than spin_ns: round trips through a slow machine or
- * NIC, a client that thinks between requests), twice the longest such gap
- * of late, so that the next message of the flow finds the hub awake
+ * flows, but well slower than spin_ns: round trips through a slow machine
+ * or NIC, a client that thinks between requests), twice the longest such
+ * gap of late, so that the next message of the flow finds the hub awake
  * instead of asleep behind a kick.  GAP: from the end of the last burst of
- * work to the start of this one; WINDOW: the one so far, which shorter
- * gaps (the wait for a round trip's answer) shrink by an eighth each, and
- * a gap longer than HUB_FLOW_GAP_NS (no flow) ends at once. */
+ * work to the start of this one; WINDOW: the one so far, which every gap
+ * shrinks by an eighth, one more than twice spin_ns stretches to twice
+ * itself (gaps the plain poll nearly serves do not: there a longer poll
+ * would only take the processor from the programs of a busy machine), and
+ * one longer than HUB_FLOW_GAP_NS (no flow) ends at once. */
 #define HUB_FLOW_GAP_NS 1000000ull
 static uint64_t spin_window(const struct hub *h, uint64_t window, uint64_t gap)
 {
 	if (!h->spin_ns || gap > HUB_FLOW_GAP_NS)
 		return h->spin_ns;
 	window -= window / 8;
-	if (window < 2 * gap)
+	if (gap > 2 * h->spin_ns && window < 2 * gap)
 		window = 2 * gap;
 	return window < h->spin_ns ? h->spin_ns : window;
 }
