@@ -79,7 +79,8 @@ int main(int argc, char **argv)
 		default: goto usage;
 		}
 	}
-	if (optind != argc - 2 || nconns < 1 || rounds < 1 || pause_us < 0 || pause_us > 1000000 || maxsize < 1 || maxsize > (64 << 10))
+	if (optind != argc - 2 || nconns < 1 || rounds < 1 || pause_us < 0 || pause_us > 1000000 || maxsize < 1 ||
+	    maxsize > (64 << 10))
 		goto usage;
 	signal(SIGPIPE, SIG_IGN);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind + 1]))};
@@ -101,7 +102,7 @@ int main(int argc, char **argv)
 		if (r > 0 && go)
 			wait_go(go, r);
 		if (r > 0 && pause_us) {
-			struct timespec ts = {0, (long)pause_us * 1000};
+			struct timespec ts = {pause_us / 1000000, (long)(pause_us % 1000000) * 1000};
 			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;
 		}

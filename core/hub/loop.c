@@ -279,9 +279,10 @@ void hub_loop(struct hub *h)
 		if (!spin)
 			set_sleeping(h, 0);
 		if (n > 0) {
+			uint64_t now = sys_now_ns();
 			if (last_work == before && idle)
-				window = spin_window(h, window, sys_now_ns() - before);
-			last_work = sys_now_ns();
+				window = spin_window(h, window, now - before);
+			last_work = now;
 		}
 		idle = last_work == before;
 		for (int i = 0; i < n; i++) {

@@ -215,7 +215,7 @@ int cl_map_pool(uint32_t k, const struct msg_rep *rp, int *fds)
 	if (k == 0) { /* the process's own settings, once: joined pools share them */
 		const struct cfg *c = cfg_lib();
 		const char *e = getenv("RSHARE_SPIN_US");
-		int us = c && c->spin_us >= 0 ? c->spin_us : CFG_DEFAULT_SPIN_US, set = c && c->spin_us >= 0;
+		int set = c && c->spin_us >= 0, us = set ? c->spin_us : CFG_DEFAULT_SPIN_US;
 		if (!c && e && *e && cfg_parse_spin(e, &us) == 0)
 			set = 1;
 		cl.spin_ns = (uint64_t)us * 1000;
