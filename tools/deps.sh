@@ -24,7 +24,8 @@ pkgs=(
 	qemu-system-x86 # tests/vm: Soft-RoCE guests (TCG)
 	debootstrap     # tests/vm/image.sh: the guest's root filesystem
 	e2fsprogs       # tests/vm/image.sh: mkfs.ext4 -d
-	util-linux      # tests/vm: flock, setpriv
+	util-linux      # tests/vm: flock, setpriv; taskset (tests/waiters-for-the-hub-*)
+	strace          # system calls counted: tests/same-node-connections-*, tests/waiters-for-the-hub-*
 	xz-utils        # tests/vm/image.sh: unpacks the guest kernel
 	binutils        # tests/vm/image.sh: readelf
 	clang           # make fuzz: libFuzzer targets (tests/fuzz)
