@@ -34,14 +34,16 @@
 # 127.0.0.1, port BENCH_HUB_PORT + 1) and the other two are n/a.
 #
 # Rows:
-#   - round trip, median and p99 us, for each size of BENCH_RTT_SIZES
+#   - round trip, median, p99 and fastest us, for each size of
+#     BENCH_RTT_SIZES
 #     (bench rtt: BENCH_RTT_N round trips on one connection)
 #   - stream MB/s for each write size of BENCH_STREAM_SIZES (bench stream:
 #     BENCH_STREAM_BYTES, by default 128 Ki writes, at most 1 GiB)
 #   - connections/s: connect + one 64 B request/response + close,
 #     BENCH_CONN_N sequential (bench connrate)
 #   (these three run in BENCH_ROUNDS rounds, the columns taking turns in
-#   each; a cell is the median over the rounds)
+#   each; a cell is the median over the rounds, the fastest round trip
+#   the fastest of all rounds)
 #   - aggregate messages/s for each N x K of BENCH_GRID: N processes of K
 #     connections each, released together, every connection doing 64 B
 #     round trips back to back for BENCH_MSG_SECS (bench msgrate; a message
@@ -356,7 +358,7 @@ fail_cell() { # ROW COLUMN REASON (the first failure of a cell stays)
 all_rows() {
 	local s w c
 	echo conn sp_med sp_p99 wrk ab ip3 handoff idle
-	for s in $rtt_sizes; do echo "rttm_$s rttp_$s"; done
+	for s in $rtt_sizes; do echo "rttm_$s rttp_$s rttf_$s"; done
 	for w in $stream_sizes; do echo "st_$w"; done
 	for c in $grid; do echo "mr_$c"; done
 }
@@ -504,7 +506,8 @@ workload() {
 	rtt:*)
 		progress "rtt ${w#*:}" "$col" "round $r/$rounds"
 		bench_client "$col" "$name" rtt -n "$rtt_n" -s "${w#*:}"
-		record "$col" "$name" $? "$before" "rttm_${w#*:}=median_us" "rttp_${w#*:}=p99_us"
+		record "$col" "$name" $? "$before" "rttm_${w#*:}=median_us" "rttp_${w#*:}=p99_us" \
+			"rttf_${w#*:}=min_us"
 		;;
 	stream:*)
 		progress "stream ${w#*:}" "$col" "round $r/$rounds"
@@ -829,12 +832,16 @@ for h in "${!h_pid[@]}"; do
 	stop "${h_pid[$h]}"
 done
 
-# the medians over the rounds
+# the medians over the rounds; the fastest round trip of all rounds
 for col in "${up[@]}"; do
-	for r in conn $(for s in $rtt_sizes; do echo "rttm_$s rttp_$s"; done) $(for w in $stream_sizes; do echo "st_$w"; done); do
+	for r in conn $(for s in $rtt_sizes; do echo "rttm_$s rttp_$s rttf_$s"; done) $(for w in $stream_sizes; do echo "st_$w"; done); do
 		[[ -n ${cell[$r,$col]:-} ]] && continue # failed
 		# shellcheck disable=SC2086 # one word per round
-		cell[$r,$col]=$(median ${vals[$r,$col]:-})
+		if [[ $r == rttf_* ]]; then
+			cell[$r,$col]=$(printf '%s\n' ${vals[$r,$col]:-} | sort -g | head -n 1)
+		else
+			cell[$r,$col]=$(median ${vals[$r,$col]:-})
+		fi
 	done
 done
 
@@ -972,6 +979,7 @@ tables() {
 	for s in $rtt_sizes; do
 		row "rttm_$s" "round trip $(human "$(bytes "$s")"), median us"
 		row "rttp_$s" "round trip $(human "$(bytes "$s")"), p99 us"
+		row "rttf_$s" "round trip $(human "$(bytes "$s")"), fastest us"
 	done
 	for w in $stream_sizes; do
 		row "st_$w" "stream, $(human "$(bytes "$w")") writes ($(human "$(stream_total "$(bytes "$w")")")), MB/s"
@@ -991,7 +999,7 @@ tables() {
 	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
 	echo
-	echo "- Round trips ($rtt_n each), streams and connections/s: the median over $rounds round(s), the columns taking turns in each. Messages/s: the sum over the N processes, released together. MB = 10^6 bytes."
+	echo "- Round trips ($rtt_n each), streams and connections/s: the median over $rounds round(s) (the fastest round trip: the fastest of all rounds), the columns taking turns in each. Messages/s: the sum over the N processes, released together. MB = 10^6 bytes."
 	for col in "${cols[@]}"; do
 		echo "- $col: ${c_where[$col]}."
 	done
@@ -1024,6 +1032,7 @@ tables() {
 	done
 	target "verbs connections/s" conn rshare-verbs rsockets ">=" 20 /s
 	target "verbs round trip, $(human "$(bytes "$t_rtt")") median" "rttm_$t_rtt" rshare-verbs rsockets "<=" 1.3 us
+	target "verbs round trip, $(human "$(bytes "$t_rtt")") fastest" "rttf_$t_rtt" rshare-verbs rsockets "<=" 1.3 us
 	echo
 	if ((${#plots[@]})); then
 		echo "Plots: ${plots[*]}"
