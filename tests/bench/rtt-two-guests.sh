@@ -44,6 +44,9 @@ size=${BENCH_RTT_SIZE:-64}
 port=${BENCH_PORT:-18800}
 hub_port=${BENCH_HUB_PORT:-18611}
 step_to=${BENCH_TIMEOUT:-180}
+for v in "$rounds" "$rtt_n" "$size" "$port" "$hub_port" "$step_to"; do
+	[[ $v =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS, BENCH_RTT_N, BENCH_RTT_SIZE, BENCH_PORT, BENCH_HUB_PORT and BENCH_TIMEOUT take positive whole numbers: '$v'"
+done
 lifetime=$((step_to * (3 * rounds + 4)))
 srv=10.77.0.2 cli=10.77.0.1
 hub=rtt2-$node
@@ -55,7 +58,6 @@ declare -A prefix=(
 	[rshare]="env RSHARE_HUB_NAME=$hub RSHARE_PORT=$hub_port $rshare_cmd run --"
 )
 
-[[ $rounds =~ ^[1-9][0-9]*$ && $rtt_n =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROUNDS and BENCH_RTT_N must be positive"
 [[ -x $bench && -x $rshared && -e $build/librshare.so ]] || die "build first: make && make -C tests/bench"
 [[ -e $preload ]] || die "no plain rsockets here ($preload)"
 [[ -d /sys/class/infiniband/rxe0 ]] || die "no rxe0 in this guest"
