@@ -54,3 +54,24 @@ both_ways() {
 @test "a handler that jumps out of a send sleeping on its full ring leaves the socket working, as on kernel TCP" {
 	both_ways 7223 300
 }
+
+# A send asleep counts itself among its socket's sleepers (tx_waiters) for
+# the hub, which makes the wake-up system call only for sleepers; a jump
+# out of the sleep must give that back when the socket is next used, or
+# the hub wakes nobody with a system call at every event of the socket.
+# Kernel TCP has no such count: what is compared is the hub's view, taken
+# while the client holds the socket after its next send went through.
+@test "a handler that jumps out of a sleeping send leaves no sleeper counted on its socket" {
+	local socks
+	rs_bg server "$NS_A" --rshare "$RS_BIN/jump-out-of-send" server 7225
+	rs_wait_ready server
+	rs_bg client "$NS_B" --rshare "$RS_BIN/jump-out-of-send" client "$ADDR_A" 7225 300 3000
+	rs_wait_file "$RS_TMP/client.out" '^client sent more$' 1 30
+	socks=$(rs_stat "$NS_B" | jq -c '[.sockets[] | select(.flow.sleepers != null) | {state, sleepers: .flow.sleepers}]')
+	echo "node B's sockets: $socks"
+	grep -q '^client jumped$' "$RS_TMP/client.out" || rs_fail "the client did not jump: $(cat "$RS_TMP/client.out")"
+	[[ $socks == *sleepers* ]] || rs_fail "no socket of the client at the hub: $socks"
+	jq -e 'all(.[]; .sleepers == [0, 0, 0])' <<<"$socks" >/dev/null ||
+		rs_fail "a socket nobody waits on counts sleepers: $socks"
+	rs_wait_pid "$(cat "$RS_TMP/client.pid")" 20 || rs_fail "the client did not end"
+}

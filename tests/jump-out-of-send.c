@@ -1,6 +1,6 @@
 /*
  * jump-out-of-send server PORT
- * jump-out-of-send client ADDR PORT MS
+ * jump-out-of-send client ADDR PORT MS [HOLD_MS]
  *
  * A signal handler that leaves a blocked send() with siglongjmp, as old
  * programs time out a blocking call: does the socket still carry what
@@ -13,7 +13,8 @@
  * server that does not read: the call blocks once the buffers are full,
  * and the handler jumps out of it.  It prints "client jumped" (or how
  * the send ended otherwise), then sends 1 MiB more, all of it ("client
- * sent more", once the server reads), closes and exits 0.
+ * sent more", once the server reads), waits HOLD_MS (default 0) with the
+ * socket open, closes and exits 0.
  */
 #include "helpers.h"
 
@@ -69,7 +70,7 @@ static int big_send(int fd, const char *buf, int ms, ssize_t *r)
 	return 0;
 }
 
-static int client(const char *addr, int port, int ms)
+static int client(const char *addr, int port, int ms, int hold_ms)
 {
 	struct sockaddr_in a = t_peer4(addr, port);
 	struct sigaction sa = {.sa_handler = on_alarm};
@@ -89,6 +90,8 @@ static int client(const char *addr, int port, int ms)
 	if (t_write_full(fd, buf, MORE) < 0)
 		t_die("jump-out-of-send: send after the jump: %s", strerror(errno));
 	printf("client sent more\n");
+	if (hold_ms > 0)
+		usleep((useconds_t)hold_ms * 1000);
 	close(fd);
 	return 0;
 }
@@ -99,8 +102,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "server"))
 		return server(atoi(argv[2]));
-	if (argc == 5 && !strcmp(argv[1], "client"))
-		return client(argv[2], atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: jump-out-of-send server PORT | client ADDR PORT MS\n");
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "client"))
+		return client(argv[2], atoi(argv[3]), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
+	fprintf(stderr, "usage: jump-out-of-send server PORT | client ADDR PORT MS [HOLD_MS]\n");
 	return 2;
 }

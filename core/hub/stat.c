@@ -232,13 +232,14 @@ static void json_flow(struct sb *s, const struct hsock *x)
 	if (as)
 		sb_printf(s, ",\"slot_state\":%u,\"slot_flags\":%u,\"rx_head\":%llu,\"rx_tail_pub\":%llu,"
 			  "\"rx_size\":%llu,\"tx_head\":%llu,\"tx_tail\":%llu,\"tx_size\":%llu,"
-			  "\"rx_sig\":%u,\"tx_blk\":%u,\"in_hold\":\"%u%u%u%u\"",
+			  "\"rx_sig\":%u,\"tx_blk\":%u,\"in_hold\":\"%u%u%u%u\",\"sleepers\":[%u,%u,%u]",
 			  atomic_load(&as->state), atomic_load(&as->flags),
 			  (unsigned long long)ring_load(&as->rx.head), (unsigned long long)ring_load(&as->rx.tail),
 			  (unsigned long long)as->rx.size, (unsigned long long)ring_load(&as->tx.head),
 			  (unsigned long long)ring_load(&as->tx.tail), (unsigned long long)as->tx.size,
 			  atomic_load(&as->rx_sig), atomic_load(&as->tx_blk), atomic_load(&as->rx_in),
-			  atomic_load(&as->rx_hold), atomic_load(&as->tx_in), atomic_load(&as->tx_hold));
+			  atomic_load(&as->rx_hold), atomic_load(&as->tx_in), atomic_load(&as->tx_hold),
+			  atomic_load(&as->waiters), atomic_load(&as->rx_waiters), atomic_load(&as->tx_waiters));
 	sb_printf(s, "},");
 }
 

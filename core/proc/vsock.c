@@ -144,8 +144,14 @@ __thread uint32_t vs_wait_depth __attribute__((tls_model("initial-exec")));
 
 static void wait_note_end(uint32_t d)
 {
-	if (d < VS_WAIT_NOTES)
-		vs_call_end(vs_wait_notes[d].slot);
+	struct vs_wait_note *n = &vs_wait_notes[d];
+	if (d >= VS_WAIT_NOTES)
+		return;
+	if (n->asleep) {
+		atomic_fetch_sub(n->asleep, 1); /* jumped out of the sleep itself */
+		n->asleep = NULL;
+	}
+	vs_call_end(n->slot);
 }
 
 /* The calls of the noted waits that a jump left (vsock_int.h): those noted

@@ -70,12 +70,16 @@ void vs_release_waited(uint32_t slot) VS_HIDDEN;
  * alternate signal stack nothing is judged.  A call made after the jump
  * from a frame more than VS_WAIT_MARGIN deeper than the recv was is
  * taken for one inside a handler: the socket stays held (rshare(7),
- * BUGS). */
+ * BUGS).  A note also holds the sleepers' count its wait added itself to
+ * while asleep (vs_wait_word), which ending the note takes back: a jump
+ * out of the sleep would leave the hub making a wake-up system call for
+ * every event of that socket. */
 #define VS_WAIT_NOTES 8
 #define VS_WAIT_MARGIN 768 /* below the signal frame's size (x86-64: 1 KiB and more, arm64: 4 KiB) */
 struct vs_wait_note {
 	uintptr_t frame;
 	uint32_t slot;
+	_Atomic uint32_t *asleep; /* the count it is in while asleep, or NULL */
 };
 extern __thread struct vs_wait_note vs_wait_notes[VS_WAIT_NOTES] __attribute__((tls_model("initial-exec"))) VS_HIDDEN;
 extern __thread uint32_t vs_wait_depth __attribute__((tls_model("initial-exec"))) VS_HIDDEN;
@@ -90,6 +94,7 @@ static inline uint32_t vs_wait_enter(uint32_t slot, uintptr_t frame)
 	if (d < VS_WAIT_NOTES) {
 		vs_wait_notes[d].frame = frame - VS_WAIT_MARGIN;
 		vs_wait_notes[d].slot = slot;
+		vs_wait_notes[d].asleep = NULL;
 	}
 	vs_wait_depth = d + 1;
 	return d;
@@ -134,7 +139,8 @@ extern struct vs_lmap_ent vs_lmap[CL_SLOTS] VS_HIDDEN;
 uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key) VS_HIDDEN;
 
 /* vsock_wait.c: wait for the slot's futex word to move past seq (0,
- * -EINTR, -ECONNRESET when the hub is gone); a spin first */
+ * -EINTR, -ECONNRESET when the hub is gone), in a send's or recv's wait
+ * note; a spin first */
 int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns) VS_HIDDEN;
 int vs_spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, uint64_t old,
 		 _Atomic uint64_t *alt) VS_HIDDEN;

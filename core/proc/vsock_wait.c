@@ -34,8 +34,14 @@ __thread uint32_t vs_sig_runs[2] __attribute__((tls_model("initial-exec")));
  * handler installed with SA_RESTART and reports EINTR after any other,
  * exactly as for a blocked recv on kernel TCP.  -ETIMEDOUT after NS.
  * The watch on the hub is made before (its connect waits while a hub that
- * died is succeeded): a send or recv makes it before its last look. */
-int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns)
+ * died is succeeded): a send or recv makes it before its last look.
+ * N, where not NULL: the wait note (vsock_int.h) of the send or recv
+ * that waits, which holds CNT while the thread sleeps, so that a
+ * handler's jump out of the sleep gives the count back; it is set after
+ * the count is taken and cleared before it is given back, so a jump
+ * between the two can leave one too many, never one too few. */
+static int wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns,
+		     struct vs_wait_note *n)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
 	long r;
@@ -45,8 +51,12 @@ int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint6
 	if (cl_hub_dead())
 		return -ECONNRESET;
 	atomic_fetch_add(cnt, 1);
+	if (n)
+		n->asleep = cnt;
 	r = sys_futex(w, FUTEX_WAIT, seq, ns ? &ts : NULL);
 	e = r < 0 ? errno : 0;
+	if (n)
+		n->asleep = NULL;
 	atomic_fetch_sub(cnt, 1);
 	if (e == EINTR)
 		return -EINTR;
@@ -55,15 +65,22 @@ int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint6
 	return e == ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
+/* ... for a send or recv, between vs_wait_enter and vs_wait_leave */
+int vs_wait_word(_Atomic uint32_t *w, _Atomic uint32_t *cnt, uint32_t seq, uint64_t ns)
+{
+	uint32_t d = vs_wait_depth;
+	return wait_word(w, cnt, seq, ns, d && d <= VS_WAIT_NOTES ? &vs_wait_notes[d - 1] : NULL);
+}
+
 int vs_wait_seq(struct arena_slot *as, uint32_t seq)
 {
-	return vs_wait_word(&as->wake_seq, &as->waiters, seq, 0);
+	return wait_word(&as->wake_seq, &as->waiters, seq, 0, NULL);
 }
 
 /* vs_wait_seq for at most NS nanoseconds: -ETIMEDOUT after them */
 int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 {
-	return vs_wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1);
+	return wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1, NULL);
 }
 
 /* Adaptive waiting: spin for the counter to leave old (or the hub to
