@@ -144,9 +144,10 @@ __thread uint32_t vs_wait_depth __attribute__((tls_model("initial-exec")));
 
 static void wait_note_end(uint32_t d)
 {
-	struct vs_wait_note *n = &vs_wait_notes[d];
+	struct vs_wait_note *n;
 	if (d >= VS_WAIT_NOTES)
 		return;
+	n = &vs_wait_notes[d];
 	if (n->asleep) {
 		atomic_fetch_sub(n->asleep, 1); /* jumped out of the sleep itself */
 		n->asleep = NULL;
