@@ -14,7 +14,8 @@
 #                         $tmp/NAME.out and $tmp/NAME.err
 #   wait_line, kv, why, show_err
 #                         reading that output
-#   median                the median of a list of numbers
+#   median, least         the median, the least of a list of numbers
+#   num, quotient         is it a number; A / B with two decimals
 #   pick_addrs            the server and client addresses ($srv_addr,
 #                         $cli_addr): 10.77.0.1 / 10.77.0.2 where this machine
 #                         has both (the guest of tests/vm/run.sh), else
@@ -163,6 +164,16 @@ median() { # VALUES...: their median (the mean of the middle two when even)
 		m = int((NR + 1) / 2)
 		if (NR % 2) { print v[m]; exit }
 		x = sprintf("%.3f", (v[m] + v[m + 1]) / 2); sub(/0+$/, "", x); sub(/\.$/, "", x); print x }'
+}
+
+least() { # VALUES...: the least of them
+	printf '%s\n' "$@" | sort -g | head -n 1
+}
+num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
+# quotient A B: A / B with two decimals; false, printing nothing, when
+# either is not a number or B is 0
+quotient() {
+	num "$1" && num "$2" && [[ ! $2 =~ ^0(\.0*)?$ ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
 }
 
 pick_addrs() {

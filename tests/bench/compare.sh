@@ -436,11 +436,10 @@ if [[ " ${avail[*]} " == *" rshare "* ]]; then
 fi
 
 # ---- the table ----
-num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 ratio() {
-	local a=${cell[$1,rshare]:-} b=${cell[$1,rsockets]:-}
-	if num "$a" && num "$b" && [[ $b != 0 && $b != 0.0 ]]; then
-		awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }'
+	local a=${cell[$1,rshare]:-} b=${cell[$1,rsockets]:-} q
+	if q=$(quotient "$a" "$b"); then
+		echo "${q}x"
 	elif [[ $a == 0 && $b == 0 ]]; then
 		echo "-"
 	else

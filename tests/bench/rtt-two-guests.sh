@@ -142,12 +142,12 @@ cell() { # SYSTEM median|fastest
 	local v
 	[[ -n ${fails[$1]:-} ]] && { echo FAIL; return; }
 	# shellcheck disable=SC2086 # a list of numbers
-	if [[ $2 == median ]]; then v=$(median ${med[$1]}); else v=$(printf '%s\n' ${fast[$1]} | sort -g | head -n 1); fi
+	if [[ $2 == median ]]; then v=$(median ${med[$1]}); else v=$(least ${fast[$1]}); fi
 	echo "$v"
 }
-ratio() { # A B: A/B as 1.23x, or n/a
-	[[ $1 == FAIL || $2 == FAIL || -z $1 || -z $2 ]] && { echo n/a; return; }
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }'
+ratio() { # A B: A/B as 1.23x, or n/a (a FAIL, no figure)
+	local q
+	if q=$(quotient "$1" "$2"); then echo "${q}x"; else echo n/a; fi
 }
 met() { # RATIO: met when at most 1.3x
 	[[ $1 == n/a ]] && { echo n/a; return; }

@@ -838,7 +838,7 @@ for col in "${up[@]}"; do
 		[[ -n ${cell[$r,$col]:-} ]] && continue # failed
 		# shellcheck disable=SC2086 # one word per round
 		if [[ $r == rttf_* ]]; then
-			cell[$r,$col]=$(printf '%s\n' ${vals[$r,$col]:-} | sort -g | head -n 1)
+			cell[$r,$col]=$(least ${vals[$r,$col]:-})
 		else
 			cell[$r,$col]=$(median ${vals[$r,$col]:-})
 		fi
@@ -846,7 +846,6 @@ for col in "${up[@]}"; do
 done
 
 # ---- plots ----
-num() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 plots=()
 # plot_one FILE TITLE XLABEL YLABEL YFORMAT ROW ITEM:X...: a log-log plot of
 # the cells ROW_ITEM of every column against X, one line per column that
@@ -937,10 +936,6 @@ say "plotting"
 plot_files
 
 # ---- the tables ----
-# ratio A B: A / B with two decimals, or nothing when either is not a number
-ratio() {
-	num "$1" && num "$2" && [[ ! $2 =~ ^0(\.0*)?$ ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
-}
 # target WHAT ROW COLA COLB OP LIMIT UNIT: one row of the targets table
 target() {
 	local what=$1 row=$2 a=$3 b=$4 op=$5 lim=$6 unit=$7 va vb r met
@@ -949,7 +944,7 @@ target() {
 		r="n/a" met="n/a (no RDMA device)"
 	elif ! want "$a" || ! want "$b" || [[ -z $va || -z $vb ]]; then
 		r="n/a" met="n/a (not measured: $(want "$a" && want "$b" && echo "row not run" || echo "column n/a"))"
-	elif ! r=$(ratio "$va" "$vb"); then
+	elif ! r=$(quotient "$va" "$vb"); then
 		r="n/a" met="n/a ($([[ $va == FAIL* ]] && echo "$a" || echo "$b") not measured)"
 	else
 		if awk -v r="$va" -v b="$vb" -v l="$lim" -v op="$op" 'BEGIN { x = r / b; exit !(op == "<=" ? x <= l : x >= l) }'; then
