@@ -8,6 +8,7 @@
 #ifndef RSHARE_CLIENT_H
 #define RSHARE_CLIENT_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -233,6 +234,28 @@ static inline void vs_sig_mark(uint32_t mark[2])
 static inline int vs_sig_since(const uint32_t mark[2], int timed)
 {
 	return vs_sig_runs[!timed] != mark[!timed];
+}
+
+/* The program's handlers put off while a send or recv holds its socket's
+ * ring (vsock_sig.c): the hold's depth, and the signals put off.  The
+ * trampoline asks vs_sig_put_off first (1: put off, the handler must not
+ * run now); the end of the hold delivers them (vs_sig_deliver_later). */
+extern __thread uint32_t vs_sig_hold __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t vs_sig_nlater __attribute__((tls_model("initial-exec")));
+int vs_sig_put_off(int sig, const siginfo_t *si, int flags);
+void vs_sig_deliver_later(void);
+static inline void vs_sig_hold_begin(void)
+{
+	vs_sig_hold++;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+static inline void vs_sig_hold_end(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	vs_sig_hold--;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(vs_sig_nlater != 0, 0) && !vs_sig_hold)
+		vs_sig_deliver_later();
 }
 
 #endif

@@ -279,7 +279,9 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	}
 	pthread_mutex_unlock(&as->tx_lock);
 	d = vs_wait_enter(x->slot, (uintptr_t)__builtin_frame_address(0));
+	vs_sig_hold_end(); /* handlers put off run here, as before a blocked call's wait */
 	r = send_wait_unlocked(x, seq, head, left, spin);
+	vs_sig_hold_begin();
 	vs_wait_leave(d);
 	vs_lock(&as->tx_lock, &as->tx_in);
 	return r;
@@ -460,7 +462,9 @@ VS_INLINE int recv_wait(struct xfer *x, uint32_t seq, uint64_t tail)
 	}
 	pthread_mutex_unlock(&x->as->rx_lock);
 	d = vs_wait_enter(x->slot, (uintptr_t)__builtin_frame_address(0));
+	vs_sig_hold_end();
 	r = recv_wait_unlocked(x, seq, tail, spin);
+	vs_sig_hold_begin();
 	vs_wait_leave(d);
 	vs_lock(&x->as->rx_lock, &x->as->rx_in);
 	return r;
@@ -566,15 +570,20 @@ int vs_nroom(uint32_t slot)
 
 /* ---- the calls: each holds the socket while it runs ---- */
 
+/* Each puts off the program's signal handlers while it holds the socket,
+ * its waits aside (vsock_sig.c): a handler that sent on the socket, or
+ * jumped out, in the middle of a copy would hold the ring for good. */
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t r;
 	if (vs_call_begin(slot))
 		return -EBADF;
+	vs_sig_hold_begin();
 	r = send_call(slot, iov, iovcnt, flags);
 	if (r > 0 && (flags & MSG_ZEROCOPY))
 		vs_errq_sent(slot);
 	vs_call_end(slot);
+	vs_sig_hold_end();
 	return r;
 }
 
@@ -583,7 +592,9 @@ ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 	ssize_t r;
 	if (vs_call_begin(slot))
 		return -EBADF;
+	vs_sig_hold_begin();
 	r = recv_call(slot, iov, iovcnt, flags);
 	vs_call_end(slot);
+	vs_sig_hold_end();
 	return r;
 }
