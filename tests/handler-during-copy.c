@@ -59,23 +59,14 @@ static void on_alarm(int sig)
 static int server(int port)
 {
 	int lfd = t_listen4(port), fd;
-	static char buf[1 << 16];
-	long long got = 0;
+	long long got;
 	printf("ready\n");
 	fflush(stdout);
 	if ((fd = accept(lfd, NULL, NULL)) < 0)
 		t_die("handler-during-copy: accept: %s", strerror(errno));
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			printf("server read: %s\n", strerror(errno));
-			return 1;
-		}
-		if (n == 0)
-			break;
-		got += n;
+	if ((got = t_read_to_eof(fd)) < 0) {
+		printf("server read: %s\n", strerror(errno));
+		return 1;
 	}
 	printf("server got %lld\n", got);
 	return 0;

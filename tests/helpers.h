@@ -153,6 +153,23 @@ static inline ssize_t t_read_full(int fd, void *buf, size_t len)
 	return (ssize_t)got;
 }
 
+/* Read until EOF, throwing the bytes away: how many, or -1 with errno. */
+static inline long long t_read_to_eof(int fd)
+{
+	static char sink[1 << 16];
+	long long got = 0;
+	for (;;) {
+		ssize_t n = read(fd, sink, sizeof(sink));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return got;
+		got += n;
+	}
+}
+
 /* ---- programs run once on kernel TCP and once on rshare (rs_vs_kernel):
  * "PROG -s PORT" serves, each connection in a child of its own, and
  * "PROG -c ADDR PORT" is the client that prints what it saw ---- */

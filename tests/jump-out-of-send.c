@@ -37,22 +37,14 @@ static void on_alarm(int sig)
 static int server(int port)
 {
 	int lfd = t_listen4(port), fd;
-	char buf[65536];
 	printf("ready\n");
 	fflush(stdout);
 	if ((fd = accept(lfd, NULL, NULL)) < 0)
 		t_die("jump-out-of-send: accept: %s", strerror(errno));
 	sleep(1);
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			printf("server read: %s\n", strerror(errno));
-			return 1;
-		}
-		if (n == 0)
-			break;
+	if (t_read_to_eof(fd) < 0) {
+		printf("server read: %s\n", strerror(errno));
+		return 1;
 	}
 	printf("server eof\n");
 	return 0;
