@@ -42,6 +42,21 @@ static int ep_head[CL_SLOTS];    /* first record of a slot + 1 */
 static uint64_t ep_magic;
 static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* ep_lock, with the program's signal handlers put off while it is held
+ * (core/proc/vsock_sig.c): a handler that closed an rshare socket (which
+ * forgets its records here) would wait for ever on its own thread's lock */
+static void ep_enter(void)
+{
+	vs_sig_hold_begin();
+	pthread_mutex_lock(&ep_lock);
+}
+
+static void ep_leave(void)
+{
+	pthread_mutex_unlock(&ep_lock);
+	vs_sig_hold_end();
+}
+
 #define EP_IDX_BITS 20
 static uint64_t ep_tag(int i)
 {
@@ -112,14 +127,14 @@ static void ep_unlink(int i)
 int ep_forget(uint32_t slot, int pf, int *sets, int max)
 {
 	int n = 0;
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	while (ep_head[slot]) {
 		int i = ep_head[slot] - 1;
 		if (ep_recs[i].kfd == pf && n < max)
 			sets[n++] = ep_recs[i].epfd;
 		ep_unlink(i);
 	}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 	return n;
 }
 
@@ -139,7 +154,7 @@ static int ep_nlis, ep_lis_cap;
 static void ep_lis_note(int epfd, int op, int fd, int evfd)
 {
 	int i;
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	for (i = 0; i < ep_nlis; i++)
 		if (ep_lis[i].epfd == epfd && ep_lis[i].fd == fd)
 			break;
@@ -157,18 +172,18 @@ static void ep_lis_note(int epfd, int op, int fd, int evfd)
 		if (ep_nlis < ep_lis_cap)
 			ep_lis[ep_nlis++] = (struct ep_lis){epfd, fd, evfd};
 	}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 }
 
 void ep_listener_closing(int fd)
 {
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	for (int i = 0; i < ep_nlis; i++)
 		if (ep_lis[i].fd == fd) {
 			R(epoll_ctl)(ep_lis[i].epfd, EPOLL_CTL_DEL, ep_lis[i].evfd, NULL);
 			ep_lis[i--] = ep_lis[--ep_nlis];
 		}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 }
 
 /* a listener: both the kernel listener and the hub's wake-up, same data */
@@ -280,7 +295,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = EFAULT;
 		return -1;
 	}
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	while (!ep_magic) {
 		uint32_t m = 0;
 		if (getrandom(&m, sizeof(m), 0) == sizeof(m))
@@ -303,7 +318,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = EINVAL;
 		r = -1;
 	}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 	return r;
 }
 
@@ -313,7 +328,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 static int ep_filter(int epfd, struct epoll_event *ev, int n)
 {
 	int out = 0;
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	for (int k = 0; k < n; k++) {
 		uint64_t d = ev[k].data.u64;
 		struct ep_rec *r;
@@ -345,7 +360,7 @@ static int ep_filter(int epfd, struct epoll_event *ev, int n)
 		ev[out].events = m;
 		ev[out++].data.u64 = r->data;
 	}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 	return out;
 }
 
@@ -393,7 +408,7 @@ int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespe
 
 void ep_rekey(uint32_t slot, int from, int to)
 {
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	for (int i = ep_head[slot] - 1; i >= 0; i = ep_recs[i].next - 1) {
 		struct ep_rec *r = &ep_recs[i];
 		struct epoll_event e = {.events = r->events, .data.u64 = ep_tag(i)};
@@ -405,7 +420,7 @@ void ep_rekey(uint32_t slot, int from, int to)
 			R(epoll_ctl)(r->epfd, EPOLL_CTL_DEL, from, NULL);
 		r->kfd = to;
 	}
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 }
 
 /* A nonblocking connect given to kernel TCP (rs_settle, connect.c): the
@@ -417,9 +432,9 @@ int ep_hand_over(int fd, struct pfd *p, uint32_t slot)
 {
 	int pf;
 	(void)fd; /* each record knows its own descriptor */
-	pthread_mutex_lock(&ep_lock);
+	ep_enter();
 	if (!p->pending || p->slot != slot) {
-		pthread_mutex_unlock(&ep_lock);
+		ep_leave();
 		return 0;
 	}
 	pf = vs_poll_fd_cached(slot);
@@ -433,6 +448,6 @@ int ep_hand_over(int fd, struct pfd *p, uint32_t slot)
 	}
 	/* pending 2: its kernel connect is under way, later connects are the kernel's */
 	pfd_set(p, &(struct pfd){.kind = FD_TCP, .family = p->family, .pending = 2});
-	pthread_mutex_unlock(&ep_lock);
+	ep_leave();
 	return 1;
 }

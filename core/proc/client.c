@@ -133,9 +133,13 @@ static const uint8_t cl_op_slot[MSG_MAX + 1] = {
 	[MSG_PAIRFD] = 1, [MSG_TXGROW] = 1, [MSG_PASS] = 1,
 };
 
+/* One request at a time, and the program's signal handlers put off while
+ * it goes (vsock_sig.c): a handler that made a request of its own (a
+ * close, a fork) would wait for ever on the lock its thread holds. */
 int cl_rpc_pool(uint32_t k, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds)
 {
 	int ret, fd;
+	vs_sig_hold_begin();
 	pthread_mutex_lock(&cl_rpc_lock);
 	fd = k < CL_POOLS ? cl.p[k].ctl_fd : -1;
 	ret = -ENOSYS;
@@ -144,6 +148,7 @@ int cl_rpc_pool(uint32_t k, struct msg_req *q, struct msg_rep *r, int sendfd, in
 	if (ret == -ENOSYS)
 		ret = fd >= 0 ? cl_rpc_on(fd, q, r, sendfd, fds, nfds) : -ECONNRESET;
 	pthread_mutex_unlock(&cl_rpc_lock);
+	vs_sig_hold_end();
 	return ret;
 }
 

@@ -47,10 +47,14 @@ static int fork_conn(uint32_t k, uint64_t *token)
 	return fd;
 }
 
+/* From the prepare to the parent's or child's end the thread holds the
+ * requests' lock, its signal handlers put off (vsock_sig.c): one that
+ * closed a socket there would wait for ever on it. */
 static void fork_prepare(void)
 {
 	for (uint32_t k = 0; k < CL_POOLS; k++)
 		fork_fd[k] = -1;
+	vs_sig_hold_begin();
 	pthread_mutex_lock(&cl_attach_lock);
 	pthread_mutex_lock(&cl_rpc_lock);
 	if (cl.attached <= 0)
@@ -70,6 +74,7 @@ static void fork_parent(void)
 	}
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
+	vs_sig_hold_end();
 }
 
 static void fork_child(void)
@@ -92,6 +97,8 @@ static void fork_child(void)
 	/* this thread took them in fork_prepare */
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
+	vs_sig_nlater = 0; /* the parent's: a child starts with no signal pending */
+	vs_sig_hold_end();
 }
 
 static _Atomic pid_t watch_pid;

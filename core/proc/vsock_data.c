@@ -571,30 +571,30 @@ int vs_nroom(uint32_t slot)
 /* ---- the calls: each holds the socket while it runs ---- */
 
 /* Each puts off the program's signal handlers while it holds the socket,
- * its waits aside (vsock_sig.c): a handler that sent on the socket, or
- * jumped out, in the middle of a copy would hold the ring for good. */
+ * its waits aside (vsock_sig.c): copies, and holds taken and given back,
+ * are never cut by a handler's own send or jump. */
 ssize_t vs_send(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
-	ssize_t r;
-	if (vs_call_begin(slot))
-		return -EBADF;
+	ssize_t r = -EBADF;
 	vs_sig_hold_begin();
-	r = send_call(slot, iov, iovcnt, flags);
-	if (r > 0 && (flags & MSG_ZEROCOPY))
-		vs_errq_sent(slot);
-	vs_call_end(slot);
+	if (!vs_call_begin(slot)) {
+		r = send_call(slot, iov, iovcnt, flags);
+		if (r > 0 && (flags & MSG_ZEROCOPY))
+			vs_errq_sent(slot);
+		vs_call_end(slot);
+	}
 	vs_sig_hold_end();
 	return r;
 }
 
 ssize_t vs_recv(uint32_t slot, const struct iovec *iov, int iovcnt, int flags)
 {
-	ssize_t r;
-	if (vs_call_begin(slot))
-		return -EBADF;
+	ssize_t r = -EBADF;
 	vs_sig_hold_begin();
-	r = recv_call(slot, iov, iovcnt, flags);
-	vs_call_end(slot);
+	if (!vs_call_begin(slot)) {
+		r = recv_call(slot, iov, iovcnt, flags);
+		vs_call_end(slot);
+	}
 	vs_sig_hold_end();
 	return r;
 }

@@ -1,6 +1,6 @@
 /*
- * vsock_sig.c - the program's signal handlers put off while a send or
- * recv holds its socket's ring.
+ * vsock_sig.c - the program's signal handlers put off while its thread
+ * holds a lock of the library's.
  *
  * Kernel TCP copies a send's or recv's bytes inside the system call: the
  * program's handler of a signal that comes meanwhile runs once the call
@@ -10,20 +10,28 @@
  * the ring (vs_ring_enter).  A handler that ran there and sent on the
  * same socket (send(2) is async-signal-safe) would wait for ever on the
  * lock its own thread holds; one that left with siglongjmp would keep the
- * lock, and the ring, from every other thread and process for good.
+ * lock, and the ring, from every other thread and process for good.  The
+ * same holds for the process's requests to its hub (a connect's, an
+ * accept's, a close's: client.c), its epoll records (preload/epoll.c) and
+ * a fork's hand-over (handover.c), each under a lock that a close takes
+ * too: a handler that closed a socket meanwhile would wait for ever.
  *
  * So the trampoline (preload/signal.c) puts off a handler whose signal
- * comes while the thread holds a ring (vs_sig_hold, from a send's or
- * recv's start to its end, less its waits): it keeps the signal's siginfo
- * and returns.  Where the hold ends (the call's end, or a wait's start:
- * vs_sig_hold_end) each signal put off is queued again to the thread,
- * with the same siginfo (rt_tgsigqueueinfo), so that the kernel delivers
- * it there with the handler's own mask, flags and stack.  A send or recv
- * that then waits sees the handler run, as kernel TCP's blocked call
- * would (vsock_data.c, xfer_signalled).  Not put off: the signals of a
- * fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS), which cannot
- * wait; a handler installed with SA_RESETHAND (the kernel has already put
- * SIG_DFL back); and more than VS_SIG_LATER different signals in one hold.
+ * comes while the thread holds one of those (vs_sig_hold: a send or recv
+ * from its start to its end, its waits aside; the others from their lock
+ * to its release): it keeps the signal's siginfo and returns.  Where the
+ * hold ends (vs_sig_hold_end: the end, or a wait's start) each signal put
+ * off is queued again to the thread with the same siginfo
+ * (rt_tgsigqueueinfo), so that the kernel delivers it there with the
+ * handler's own mask, flags and stack; a send or recv that then waits
+ * sees the handler run, as kernel TCP's blocked call would (vsock_data.c,
+ * xfer_signalled).  A send's or recv's hold starts before it takes its
+ * hold on the socket and ends after it gives it back (vs_call_begin,
+ * vsock_int.h), so that no jump leaves a hold taken, or ends one twice.
+ * Not put off: the signals of a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGTRAP, SIGSYS), which cannot wait; a handler installed with
+ * SA_RESETHAND (the kernel has already put SIG_DFL back); and more than
+ * VS_SIG_LATER different signals in one hold.
  */
 #include <signal.h>
 #include <string.h>
