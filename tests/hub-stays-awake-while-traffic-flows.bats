@@ -49,7 +49,10 @@ rounds() {
 	[[ $flow =~ ^[0-9]+\ [0-9]+$ && $slow =~ ^[0-9]+\ [0-9]+$ ]] || rs_fail "no counts: '$flow' '$slow'"
 	read -r fa fb <<<"$flow"
 	read -r sa sb <<<"$slow"
-	# a wake-up every 500 ms and the last poll's end are sleeps too
-	((fa < 75 && fb < 75)) || rs_fail "a flow 0.3 ms apart let the hubs sleep: $flow"
+	# a wake-up every 500 ms and the last poll's end are sleeps too, and on
+	# a loaded machine a pause of the client's can outlast the window (CI
+	# once counted 99 and 57); a hub that does not keep awake for the flow
+	# sleeps at least once a round trip (431 and 303 before it did)
+	((fa < 150 && fb < 150)) || rs_fail "a flow 0.3 ms apart let the hubs sleep: $flow"
 	((sa >= 100 && sb >= 100)) || rs_fail "a flow 3 ms apart kept a hub awake: $slow (want a sleep a round trip)"
 }
