@@ -98,15 +98,8 @@ static int server(int port)
 			t_die("eintr-recv: server: write: %s", strerror(errno));
 		pos += n;
 	}
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			t_die("eintr-recv: server: read: %s", strerror(errno));
-		if (n == 0)
-			break;
-	}
+	if (t_read_to_eof(fd) < 0)
+		t_die("eintr-recv: server: read: %s", strerror(errno));
 	close(fd);
 	printf("server done\n");
 	return 0;
