@@ -15,10 +15,11 @@
  * SA_RESTART) and calls the program's handler as the kernel would have.
  * The call looks at the counts before it sleeps and after every wait
  * (core/proc/vsock_data.c).  A handler whose signal comes while its
- * thread's send or recv holds the socket's ring is put off to the end of
- * that hold (core/proc/vsock_sig.c).  What the program reads back (the
- * old action) is its own handler and flags; SIG_DFL and SIG_IGN go to the
- * kernel as they are.  A handler installed another way (sigset, bsd_signal, a raw
+ * thread holds a lock of the library's (a socket's ring, a request to
+ * the hub, the epoll records) is put off to the end of that hold
+ * (core/proc/vsock_sig.c).  What the program reads back (the old action)
+ * is its own handler and flags; SIG_DFL and SIG_IGN go to the kernel as
+ * they are.  A handler installed another way (sigset, bsd_signal, a raw
  * rt_sigaction) is not counted: rshare(7), BUGS.
  */
 #include <signal.h>
@@ -39,7 +40,7 @@ static void sig_tramp(int sig, siginfo_t *si, void *uc)
 	void *fn = atomic_load(&sig_tab[sig].fn);
 	int flags = atomic_load(&sig_tab[sig].flags);
 	if (__builtin_expect(vs_sig_hold != 0, 0) && vs_sig_put_off(sig, si, flags))
-		return; /* its thread holds a socket's ring: it runs when that ends */
+		return; /* its thread holds a lock of the library's: it runs after */
 	vs_sig_runs[0]++;
 	if (!(flags & SA_RESTART))
 		vs_sig_runs[1]++;

@@ -238,8 +238,8 @@ static inline int vs_sig_since(const uint32_t mark[2], int timed)
 
 /* The program's handlers put off while the thread holds a lock of the
  * library's (vsock_sig.c): the hold's depth, and the signals put off.  The
- * trampoline asks vs_sig_put_off first (1: put off, the handler must not
- * run now); the end of the outermost hold delivers them
+ * trampoline asks vs_sig_put_off first while the hold is not 0 (1: put
+ * off, the handler must not run now); the end of the outermost hold delivers them
  * (vs_sig_deliver_later). */
 extern __thread uint32_t vs_sig_hold __attribute__((tls_model("initial-exec")));
 extern __thread uint32_t vs_sig_nlater __attribute__((tls_model("initial-exec")));

@@ -55,10 +55,11 @@ static int fault_signal(int sig)
 	return 0;
 }
 
+/* Called by the trampoline while vs_sig_hold is not 0. */
 int vs_sig_put_off(int sig, const siginfo_t *si, int flags)
 {
 	uint32_t n = vs_sig_nlater;
-	if (!vs_sig_hold || !si || (flags & SA_RESETHAND) || fault_signal(sig))
+	if (!si || (flags & SA_RESETHAND) || fault_signal(sig))
 		return 0;
 	/* a standard signal pending twice is delivered once (with the first
 	 * one's siginfo); a real-time one is queued each time */
