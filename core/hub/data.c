@@ -168,6 +168,13 @@ void hsock_shutdown_wr(struct hub *h, struct hsock *s)
 
 /* ---- incoming ---- */
 
+/* A write at POS of LEN bytes is the next one s expects, within the
+ * credit given */
+static int rx_fits(const struct hsock *s, uint64_t pos, uint32_t len)
+{
+	return pos == s->rx_expect && pos + len <= s->credit_sent + hsock_rx_room(s);
+}
+
 /* The checks of an incoming write with immediate before (soft) or after
  * (verbs) its payload lands; moves the expected position on success. */
 static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint64_t pos, uint32_t len,
@@ -201,7 +208,7 @@ static struct hsock *rx_check(struct hub *h, struct link *l, uint32_t imm, uint6
 	 * ACCEPT's, finds the socket established. */
 	if (!s->as || (s->state != HS_ESTABLISHED && !(s->state == HS_CONNECTING && s->connect_sent)))
 		return NULL;
-	if (pos != s->rx_expect || pos + len > s->credit_sent + hsock_rx_room(s)) {
+	if (!rx_fits(s, pos, len)) {
 		if (l->state == LINK_DOWN && len && pos + len == s->rx_expect) {
 			*ret = 2; /* the last write counted, read again (hub_rx_target) */
 			return s;
@@ -223,6 +230,15 @@ int hub_rx_target(struct xlink *xl, uint32_t imm, uint64_t raddr, uint32_t len, 
 	if (!s)
 		return ret;
 	*again = ret == 2;
+	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
+}
+
+int hub_rx_peek(struct xlink *xl, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2])
+{
+	struct hsock *s = hsock_by_imm(the_hub, imm);
+	if (!s || s->link != link_of(xl) || hsock_drops_data(s) || !s->as || s->state != HS_ESTABLISHED ||
+	    !rx_fits(s, raddr, len))
+		return 0;
 	return ring_iov(arena_bytes(s->pool->base, s->rx_off), s->rx_size, raddr, len, iov);
 }
 

@@ -476,6 +476,13 @@ static int soft_listener(struct xport *xp)
 	return sx ? sx->lfd : -1;
 }
 
+static void soft_link_info(struct xlink *l, struct xlink_info *out)
+{
+	struct soft_link *sl = SL(l);
+	if (sl)
+		out->rx_direct = sl->rx_direct;
+}
+
 const struct xport_ops xport_soft_ops = {
 	.name = "soft",
 	.flags = XP_POSITIONAL,
@@ -491,6 +498,7 @@ const struct xport_ops xport_soft_ops = {
 	.post_recv = soft_post_recv,
 	.poll_cq = soft_poll_cq,
 	.listener = soft_listener,
+	.link_info = soft_link_info,
 	.batch = soft_batch,
 	.forget = soft_forget,
 };

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "xport_hub.h"
 #include "xqueue.h"
@@ -22,6 +23,7 @@
 #define SOFT_IN_CHUNK (256u << 10)
 #define SOFT_ZC_MIN 256u          /* a ring's payload this long is sent from the ring */
 #define SOFT_IOV 256              /* pieces of the queue a sendmsg takes */
+#define SOFT_DIRECT_MIN (8u << 10) /* this much of a write's payload still to come is read straight into its ring */
 
 /* A piece of the outgoing queue: bytes of out (owned, in order), of a
  * send ring (until its write completes), or a copy of them (soft_forget). */
@@ -44,14 +46,18 @@ struct soft_pend { /* a completion waiting for its frame to be acknowledged */
 };
 
 /* The incoming buffer: BASE bytes of the link's stream came before in[0];
- * in holds LEN bytes, OFF of them parsed.  Stored after each frame, so
- * that a successor of a hub killed in the middle of a parse goes on after
- * the last frame it finished (the frame it died in is placed again:
- * hub_rx_target), and the bytes of a read it did not count are found
- * (soft_in_recover). */
+ * in holds LEN bytes, OFF of them parsed.  With DIRECT, the frame at OFF
+ * is a write whose payload is read from the link straight into its ring
+ * (soft_rx.c): PUT bytes of it are there (those in the buffer among
+ * them), and the next bytes of the link are the rest of it.  Stored after
+ * each frame and each read, so that a successor of a hub killed in the
+ * middle of a parse goes on after the last frame it finished (the frame
+ * it died in is placed again: hub_rx_target), and the bytes of a read it
+ * did not count are found (soft_in_recover). */
 struct soft_inpos {
 	uint64_t base;
 	uint32_t len, off;
+	uint32_t put, direct;
 };
 
 struct soft_link {
@@ -76,6 +82,10 @@ struct soft_link {
 	uint32_t pw_head, pw_n, pw_cap;
 	uint8_t *in;
 	size_t icap;
+	uint32_t next_read; /* 0, or the most the next read takes: up to the next header while large writes come */
+	struct iovec dv[2]; /* where a write read straight into its ring goes (soft_rx.c) */
+	int dn;
+	uint64_t rx_direct; /* payload bytes read so, ever (link_info) */
 	/* what in holds (struct soft_inpos), in two copies: the one ipi
 	 * names is current; a change fills the other, then names it, so that
 	 * a successor of a hub killed at any point (warden.c) finds one whole */
@@ -91,11 +101,15 @@ static inline struct soft_inpos soft_in(const struct soft_link *sl)
 	return sl->ip[atomic_load_explicit(&sl->ipi, memory_order_acquire) & 1];
 }
 /* after what it says is done (release: the placement before it) */
-static inline void soft_in_set(struct soft_link *sl, uint64_t base, uint32_t len, uint32_t off)
+static inline void soft_in_store(struct soft_link *sl, struct soft_inpos ip)
 {
 	uint32_t k = (atomic_load_explicit(&sl->ipi, memory_order_relaxed) & 1) ^ 1;
-	sl->ip[k] = (struct soft_inpos){.base = base, .len = len, .off = off};
+	sl->ip[k] = ip;
 	atomic_store_explicit(&sl->ipi, k, memory_order_release);
+}
+static inline void soft_in_set(struct soft_link *sl, uint64_t base, uint32_t len, uint32_t off)
+{
+	soft_in_store(sl, (struct soft_inpos){.base = base, .len = len, .off = off});
 }
 
 struct soft {

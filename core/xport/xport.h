@@ -53,6 +53,7 @@ struct xlink_info {
 	char dev[32];  /* verbs: device and port */
 	int dev_port;
 	uint32_t qpn;  /* verbs: our queue pair number */
+	uint64_t rx_direct; /* soft: payload bytes read from the link straight into rings */
 };
 
 enum xwc_op { XWC_SEND = 1, XWC_WRITE, XWC_RECV, XWC_RECV_IMM };

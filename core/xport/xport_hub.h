@@ -62,6 +62,12 @@ int hub_link_waiting(const struct xlink *l);
  * being drained (the hub that placed it died before it was done): placed
  * again, and not completed a second time. */
 int hub_rx_target(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2], int *again);
+/* Where the payload of such a write would go now, when it is the next
+ * its socket expects (established, in order, within credit), without
+ * counting it: iov count, 0 when not (hub_rx_target decides).  A transport
+ * that reads a payload from its link straight into the ring places it
+ * there, then counts it with hub_rx_target, which gives the same iov. */
+int hub_rx_peek(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, struct iovec iov[2]);
 /* The same check for a transport whose NIC already placed the payload
  * (verbs): 1 when the write was in order and within credit, 0 when its
  * socket is gone, -1 when it breaks the protocol. */
