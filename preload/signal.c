@@ -8,8 +8,9 @@
  * first polls its ring a while and then sleeps on a futex word: the
  * kernel ends the sleep the same way, but a handler that runs while the
  * thread polls, or as its sleep returns from a wake-up for nothing,
- * leaves no trace the call could see.  So sigaction(2), signal(2) and
- * sysv_signal(3) install a trampoline in the program's handler's place,
+ * leaves no trace the call could see.  So sigaction(2), signal(2),
+ * bsd_signal(3), sysv_signal(3) and sigset(3) install a trampoline in the
+ * program's handler's place,
  * with the program's flags and mask (plus SA_SIGINFO): it counts the run
  * on its thread (vs_sig_runs: all handlers, and those without
  * SA_RESTART) and calls the program's handler as the kernel would have.
@@ -19,14 +20,17 @@
  * the hub, the epoll records) is put off to the end of that hold
  * (core/proc/vsock_sig.c).  What the program reads back (the old action)
  * is its own handler and flags; SIG_DFL and SIG_IGN go to the kernel as
- * they are.  A handler installed another way (sigset, bsd_signal, a raw
- * rt_sigaction) is not counted: rshare(7), BUGS.
+ * they are.  A handler installed another way (a raw rt_sigaction) is not
+ * counted: rshare(7), BUGS.
  */
 #include <signal.h>
 
 #include "preload.h"
 
 #define SIG_N 65
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000 /* the kernel's: glibc sets it, and reads it back */
+#endif
 
 /* the program's handler of each signal that the trampoline stands in for,
  * and its flags */
@@ -55,12 +59,20 @@ static void sig_tramp(int sig, siginfo_t *si, void *uc)
 }
 
 /* what the program had: the trampoline in OLD becomes the handler and
- * flags it stood in for (PREV) */
+ * flags it stood in for (PREV), with the C library's SA_RESTORER as the
+ * kernel has it; and a handler its signal reset (SA_RESETHAND) leaves the
+ * kernel SIG_DFL with the trampoline's flags, less the SA_SIGINFO added */
 static void sig_own(struct sigaction *old, void *prev, int prev_flags)
 {
-	if (!old || old->sa_sigaction != sig_tramp)
+	if (!old)
 		return;
-	old->sa_flags = prev_flags;
+	if (old->sa_sigaction != sig_tramp) {
+		if (old->sa_handler == SIG_DFL && prev == (void *)SIG_DFL && !(prev_flags & SA_SIGINFO) &&
+		    (old->sa_flags & ~SA_RESTORER) == ((prev_flags | SA_SIGINFO) & ~SA_RESTORER))
+			old->sa_flags &= ~SA_SIGINFO;
+		return;
+	}
+	old->sa_flags = prev_flags | (old->sa_flags & SA_RESTORER);
 	if (prev_flags & SA_SIGINFO)
 		old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev;
 	else
@@ -126,4 +138,33 @@ sighandler_t signal(int sig, sighandler_t h)
 sighandler_t sysv_signal(int sig, sighandler_t h)
 {
 	return sig_set(sig, h, SA_RESETHAND | SA_NODEFER);
+}
+
+/* signal(2)'s other name (glibc's own calls its sigaction past this one) */
+sighandler_t bsd_signal(int sig, sighandler_t h);
+sighandler_t bsd_signal(int sig, sighandler_t h)
+{
+	return sig_set(sig, h, SA_RESTART);
+}
+
+/* sigset(3), as glibc makes it: SIG_HOLD blocks the signal; a handler (no
+ * SA_RESTART), SIG_DFL or SIG_IGN is installed and the signal unblocked.
+ * The disposition before, or SIG_HOLD where the signal was blocked. */
+sighandler_t sigset(int sig, sighandler_t h)
+{
+	struct sigaction a = {.sa_handler = h}, old;
+	sigset_t one, was;
+	sigemptyset(&one);
+	sigemptyset(&a.sa_mask);
+	if (sig <= 0 || sig >= SIG_N || sigaddset(&one, sig) < 0) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	if (h == SIG_HOLD) {
+		if (sigprocmask(SIG_BLOCK, &one, &was) < 0 || sigaction(sig, NULL, &old) < 0)
+			return SIG_ERR;
+	} else if (sigaction(sig, &a, &old) < 0 || sigprocmask(SIG_UNBLOCK, &one, &was) < 0) {
+		return SIG_ERR;
+	}
+	return sigismember(&was, sig) ? SIG_HOLD : old.sa_handler;
 }

@@ -10,6 +10,10 @@
 # once on kernel TCP and once under rshare (client on node B, its peer on
 # node A), and the two must end the same way: the client finished and the
 # byte counts add up.  The hubs' stat shows the rshare runs took the link.
+# The handler is installed with sigaction(2), and once each with sigset(3)
+# (no SA_RESTART: a send or recv it lands in may end short) and
+# bsd_signal(3), which glibc implements past the sigaction the library
+# stands in for.
 
 load lib
 
@@ -45,7 +49,8 @@ verdict() {
 	esac
 }
 
-# run_pair NAME PORT MODE [--rshare]: the verdict in $out
+# run_pair NAME PORT MODE [--rshare]: the verdict in $out (the handler
+# installed as $HOW says, sigaction by default)
 run_pair() {
 	local name=$1 port=$2 mode=$3 pre=${4:-} cli peer role=server
 	[[ $mode == recv ]] && role="source"
@@ -55,7 +60,7 @@ run_pair() {
 		rs_bg "$name" "$NS_A" $pre "$RS_BIN/handler-during-copy" server "$port"
 	fi
 	rs_wait_ready "$name"
-	cli=$(RS_TIMEOUT=30 rs_exec "$NS_B" $pre "$RS_BIN/handler-during-copy" client $ADDR_A "$port" "$mode" 1000 \
+	cli=$(RS_TIMEOUT=30 rs_exec "$NS_B" $pre "$RS_BIN/handler-during-copy" client $ADDR_A "$port" "$mode" 1000 ${HOW:-sigaction} \
 		2>"$RS_TMP/$name-client.err") || true
 	rs_wait_pid "$(cat "$RS_TMP/$name.pid")" 20 || true
 	peer=$(grep -v '^ready' "$RS_TMP/$name.out" | head -n 1)
@@ -88,4 +93,12 @@ both_ways() {
 
 @test "a handler that jumps out of a send in the middle of its copy leaves the socket working, as on kernel TCP" {
 	both_ways 7235 jump
+}
+
+@test "a handler installed with sigset(3) that sends on the socket in the middle of a send: every byte arrives, as on kernel TCP" {
+	HOW=sigset both_ways 7237 send
+}
+
+@test "a handler installed with bsd_signal(3) that receives on the socket in the middle of a recv: every byte arrives, as on kernel TCP" {
+	HOW=bsd_signal both_ways 7239 recv
 }

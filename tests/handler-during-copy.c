@@ -1,7 +1,7 @@
 /*
  * handler-during-copy server PORT
  * handler-during-copy source PORT MS
- * handler-during-copy client ADDR PORT send|jump|recv MS
+ * handler-during-copy client ADDR PORT send|jump|recv MS [sigaction|sigset|bsd_signal]
  *
  * A signal handler that runs while a send() or recv() copies the
  * program's bytes: one that sends or receives on the same socket itself
@@ -13,7 +13,9 @@
  * EOF and prints "server got N" (bytes).  The source accepts one, prints
  * "ready", sends 256 KiB at a time for MS milliseconds, closes and prints
  * "source sent N".  The client connects, installs a SIGALRM handler
- * (SA_RESTART) and arms an ITIMER_REAL every 50 us.  send: for MS
+ * (sigaction with SA_RESTART; or sigset(3), which sets no SA_RESTART, or
+ * bsd_signal(3), as the last argument says) and arms an ITIMER_REAL every
+ * 50 us.  send: for MS
  * milliseconds it sends 256 KiB at a time, and the handler sends one byte
  * on the socket each time; jump: the same, but the handler jumps back to
  * the loop when it lands inside the send call; recv (to a source): it
@@ -105,10 +107,30 @@ static int source(int port, int ms)
 	return 0;
 }
 
-static int client(const char *addr, int port, const char *mode, int ms)
+sighandler_t bsd_signal(int sig, sighandler_t h); /* not declared with _GNU_SOURCE */
+
+/* the handler of SIGALRM, installed the way HOW says */
+static void install(const char *how)
+{
+	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+	sighandler_t r = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	if (!strcmp(how, "sigset")) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+		r = sigset(SIGALRM, on_alarm);
+#pragma GCC diagnostic pop
+	} else if (!strcmp(how, "bsd_signal"))
+		r = bsd_signal(SIGALRM, on_alarm);
+	else if (sigaction(SIGALRM, &sa, NULL) < 0)
+		r = SIG_ERR;
+	if (r == SIG_ERR)
+		t_die("handler-during-copy: %s: %s", how, strerror(errno));
+}
+
+static int client(const char *addr, int port, const char *mode, int ms, const char *how)
 {
 	struct sockaddr_in a = t_peer4(addr, port);
-	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
 	struct itimerval it = {.it_interval = {.tv_usec = 50}, .it_value = {.tv_usec = 50}};
 	struct itimerval off = {{0, 0}, {0, 0}};
 	char *buf = calloc(1, CHUNK);
@@ -120,8 +142,7 @@ static int client(const char *addr, int port, const char *mode, int ms)
 		t_die("handler-during-copy: connect: %s", strerror(errno));
 	jump_mode = !strcmp(mode, "jump");
 	recv_mode = !strcmp(mode, "recv");
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
+	install(how);
 	if (setitimer(ITIMER_REAL, &it, NULL) < 0)
 		t_die("handler-during-copy: setitimer: %s", strerror(errno));
 	end = now_ms() + ms;
@@ -165,9 +186,10 @@ int main(int argc, char **argv)
 		return server(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "source"))
 		return source(atoi(argv[2]), atoi(argv[3]));
-	if (argc == 6 && !strcmp(argv[1], "client") &&
+	if ((argc == 6 || argc == 7) && !strcmp(argv[1], "client") &&
 	    (!strcmp(argv[4], "send") || !strcmp(argv[4], "jump") || !strcmp(argv[4], "recv")))
-		return client(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
-	fprintf(stderr, "usage: handler-during-copy server PORT | source PORT MS | client ADDR PORT send|jump|recv MS\n");
+		return client(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), argc == 7 ? argv[6] : "sigaction");
+	fprintf(stderr, "usage: handler-during-copy server PORT | source PORT MS | client ADDR PORT send|jump|recv MS "
+			"[sigaction|sigset|bsd_signal]\n");
 	return 2;
 }
