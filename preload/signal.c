@@ -10,7 +10,7 @@
  * thread polls, or as its sleep returns from a wake-up for nothing,
  * leaves no trace the call could see.  So sigaction(2), signal(2),
  * bsd_signal(3), sysv_signal(3) and sigset(3) install a trampoline in the
- * program's handler's place,
+ * program's handler's place (and siginterrupt(3) changes its flags),
  * with the program's flags and mask (plus SA_SIGINFO): it counts the run
  * on its thread (vs_sig_runs: all handlers, and those without
  * SA_RESTART) and calls the program's handler as the kernel would have.
@@ -113,6 +113,15 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 	return r;
 }
 
+/* the signals siginterrupt(3) made interrupting: signal(2) installs
+ * their handlers without SA_RESTART, as glibc's does */
+static _Atomic uint64_t sig_intr;
+
+static uint64_t sig_bit(int sig)
+{
+	return 1ull << (sig - 1);
+}
+
 /* signal(2) and sysv_signal(3) as glibc makes them: FLAGS, and the signal
  * itself blocked in its handler unless SA_NODEFER */
 static sighandler_t sig_set(int sig, sighandler_t h, int flags)
@@ -132,7 +141,7 @@ static sighandler_t sig_set(int sig, sighandler_t h, int flags)
 
 sighandler_t signal(int sig, sighandler_t h)
 {
-	return sig_set(sig, h, SA_RESTART);
+	return sig_set(sig, h, sig > 0 && sig < SIG_N && (atomic_load(&sig_intr) & sig_bit(sig)) ? 0 : SA_RESTART);
 }
 
 sighandler_t sysv_signal(int sig, sighandler_t h)
@@ -144,7 +153,26 @@ sighandler_t sysv_signal(int sig, sighandler_t h)
 sighandler_t bsd_signal(int sig, sighandler_t h);
 sighandler_t bsd_signal(int sig, sighandler_t h)
 {
-	return sig_set(sig, h, SA_RESTART);
+	return signal(sig, h);
+}
+
+/* siginterrupt(3), as glibc makes it: the handler's SA_RESTART off (or
+ * on), and signal(2)'s later handlers of SIG without it (or with it).
+ * glibc's own changes the kernel's flags past the table above, so that a
+ * handler it made interrupting would count as one that restarts. */
+int siginterrupt(int sig, int interrupt)
+{
+	struct sigaction a;
+	if (sigaction(sig, NULL, &a) < 0)
+		return -1;
+	if (interrupt) {
+		atomic_fetch_or(&sig_intr, sig_bit(sig));
+		a.sa_flags &= ~SA_RESTART;
+	} else {
+		atomic_fetch_and(&sig_intr, ~sig_bit(sig));
+		a.sa_flags |= SA_RESTART;
+	}
+	return sigaction(sig, &a, NULL);
 }
 
 /* sigset(3), as glibc makes it: SIG_HOLD blocks the signal; a handler (no

@@ -199,3 +199,22 @@ both_ways() {
 		$b[0] as $B | fail($B.counters.fallback_connects == 0; "B fell back to kernel TCP"),
 		fail(($B.links|length) == 1 and $B.links[0].connections_total >= 1; "B links \($B.links)")'
 }
+
+# The old way to a read that a timeout interrupts: signal(2), which sets
+# SA_RESTART, then siginterrupt(3), which takes it off.  glibc's
+# siginterrupt changed the kernel's flags past the library's record of
+# them: a handler that came while the recv slept ended it (the kernel
+# ends the sleep), but one that came while it polled counted as one that
+# restarts, and the recv waited for good (the second case, before the
+# library had its own siginterrupt).
+@test "a handler that siginterrupt(3) made interrupting ends a blocked recv with EINTR, as on kernel TCP" {
+	both_ways 7231 "eintr 1" -I -a 1500
+	check_rshare 7232
+	finish rs
+}
+
+@test "a handler that siginterrupt(3) made interrupting, run while a blocked recv polls its ring, ends it with EINTR, as on kernel TCP" {
+	CLIENT_ENV=RSHARE_SPIN_US=100000 both_ways 7233 "eintr 1" -I -a 20
+	check_rshare 7234
+	finish rs
+}

@@ -1,6 +1,6 @@
 /*
  * eintr-recv server PORT
- * eintr-recv client [-R | -j] [-c | -C] [-a MS] [-w HOLDFILE] HOST PORT
+ * eintr-recv client [-R | -j] [-I] [-c | -C] [-a MS] [-w HOLDFILE] HOST PORT
  *
  * Does a signal interrupt a recv() that blocks on a connection?
  *
@@ -9,7 +9,9 @@
  * seed 42, reads until EOF, prints "server done" and exits.
  *
  * The client connects, installs a SIGALRM handler with sigaction (without
- * SA_RESTART, or with it under -R), arms alarm(1) (or, with -a, an
+ * SA_RESTART, or with it under -R; with -I, with signal(2), which sets
+ * SA_RESTART, then siginterrupt(3), which takes it off again, the old
+ * way of a timeout that interrupts), arms alarm(1) (or, with -a, an
  * ITIMER_REAL of MS milliseconds) and blocks in recv() on the silent
  * connection.  It prints one line on how that recv() ended:
  *   outcome eintr after S s, handler ran N      (-1 with errno EINTR)
@@ -105,13 +107,21 @@ static int server(int port)
 	return 0;
 }
 
-/* SIGALRM's handler, without SA_RESTART or (RESTART) with it and the poker */
-static void install_alarm(int restart)
+/* SIGALRM's handler, without SA_RESTART or (RESTART) with it and the
+ * poker; INTERRUPT: by signal and siginterrupt */
+static void install_alarm(int restart, int interrupt)
 {
 	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, NULL) < 0)
+	if (interrupt) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+		if (signal(SIGALRM, on_alarm) == SIG_ERR || siginterrupt(SIGALRM, 1) < 0)
+			t_die("eintr-recv: signal, siginterrupt: %s", strerror(errno));
+#pragma GCC diagnostic pop
+	} else if (sigaction(SIGALRM, &sa, NULL) < 0) {
 		t_die("eintr-recv: sigaction: %s", strerror(errno));
+	}
 	if (restart) {
 		sigset_t s, old;
 		pthread_t t;
@@ -199,14 +209,15 @@ static void finish(const char *hold, uint8_t *buf, int close_only)
 
 static int client(int argc, char **argv)
 {
-	int restart = 0, opt, ms = 0, close_only = 0;
+	int restart = 0, interrupt = 0, opt, ms = 0, close_only = 0;
 	uint64_t nbytes = 100000, got = 0;
 	const char *hold = NULL;
 	uint8_t buf[8192];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "RjcCa:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "RIjcCa:w:")) != -1) {
 		switch (opt) {
 		case 'R': restart = 1; break;
+		case 'I': interrupt = 1; break;
 		case 'c': close_only = 1; break;
 		case 'C': close_only = 2; break;
 		case 'j': jump = 1; break;
@@ -225,7 +236,7 @@ static int client(int argc, char **argv)
 	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		t_die("eintr-recv: connect: %s", strerror(errno));
 
-	install_alarm(restart);
+	install_alarm(restart, interrupt);
 	double t0 = now();
 	ssize_t r = 0;
 	int e = 0, jumped = first_recv(ms, buf, sizeof(buf), &r, &e);

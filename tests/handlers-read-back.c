@@ -2,7 +2,8 @@
  * handlers-read-back
  *
  * Installs SIGUSR1 handlers every way a program can through the C library
- * (sigaction, signal, bsd_signal, sysv_signal, sigset with SIG_HOLD),
+ * (sigaction, signal, bsd_signal, sysv_signal, sigset with SIG_HOLD, and
+ * siginterrupt on them),
  * reads each back, raises the signal, and prints one line per step: the
  * disposition each call returned, the flags and mask read back, which
  * handler ran, what is blocked and pending, and the errors of bad calls.
@@ -79,6 +80,24 @@ int main(void)
 	raise(SIGUSR1);
 	look("ignored, raised");
 	said("sigset SIG_DFL", sigset(SIGUSR1, SIG_DFL));
+	printf("siginterrupt 1 -> %d\n", siginterrupt(SIGUSR1, 1));
+	look("siginterrupt 1 (SIG_DFL)");
+	said("signal h1", signal(SIGUSR1, h1));
+	look("signal h1 after siginterrupt 1");
+	said("bsd_signal h2", bsd_signal(SIGUSR1, h2));
+	look("bsd_signal h2 after siginterrupt 1");
+	printf("siginterrupt 0 -> %d\n", siginterrupt(SIGUSR1, 0));
+	look("siginterrupt 0");
+	said("signal h1", signal(SIGUSR1, h1));
+	look("signal h1 after siginterrupt 0");
+	printf("siginterrupt 1 -> %d\n", siginterrupt(SIGUSR1, 1));
+	raise(SIGUSR1);
+	look("siginterrupt 1, raised");
+	{
+		int r = siginterrupt(99, 1);
+		printf("siginterrupt 99 -> %d %s\n", r, strerror(errno));
+	}
+	said("signal SIG_DFL", signal(SIGUSR1, SIG_DFL));
 	said("sigset 0", sigset(0, h1));
 	said("sigset 99", sigset(99, h1));
 	said("sigset SIGKILL", sigset(SIGKILL, h1));
