@@ -127,7 +127,9 @@ static int hub_wait(const char *path, int errfd, pid_t hub, int quiet)
 
 /*
  * Start PATH as this namespace's hub, a daemon in its own session that is
- * no child of ours (the program `rshare run` becomes never sees it), and
+ * no child of ours (the program `rshare run` becomes never sees it) and
+ * holds none of our descriptors (a pipe it kept open would keep a reader
+ * of our output, a shell's $(...), waiting for as long as it runs), and
  * wait until it answers.  Until then its stderr comes to us through a
  * pipe, so that a hub that fails says why; RSHARE_HUB_LOG names a file for
  * its log instead.  0, or -1 after printing what went wrong.
@@ -139,7 +141,7 @@ int hub_spawn(const char *path, int port, int quiet)
 	char portstr[16];
 	pid_t hub = -1;
 	char *argv[] = {(char *)"rshared", (char *)"--daemon", NULL, NULL, NULL};
-	struct spawn_opt o = {.path = path, .argv = argv, .exec_failed = exec_failed};
+	struct spawn_opt o = {.path = path, .argv = argv, .exec_failed = exec_failed, .close_fds = 1};
 	if (port > 0) {
 		snprintf(portstr, sizeof(portstr), "%d", port);
 		argv[2] = (char *)"--port";
