@@ -4,7 +4,9 @@
  * A clone without exit signal (no SIGCHLD reaches the caller, whose
  * wait() cannot see it) calls setsid() and forks the hub, then exits; the
  * caller reaps it with __WALL.  The hub's process sets up its descriptors
- * 0, 1 and 2, drops LD_PRELOAD from its environment and runs the hub.
+ * 0, 1 and 2 (and closes the caller's others), unblocks every signal and
+ * sets each to its default, drops LD_PRELOAD from its environment and runs
+ * the hub.
  * Everything after the clone is raw system calls on memory of its own
  * (the caller may be a threaded application), and the exec's PATH search
  * is done here too, since librshare.so defines the exec family itself.
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -80,6 +83,20 @@ int spawn_execvpe(const char *file, char *const argv[], char *const envp[])
 	return ret;
 }
 
+/* Every signal unblocked and at its default: an exec keeps the blocked
+ * ones and the ignored ones, and a hub started by a program that blocks
+ * or ignores SIGTERM (one that takes its signals through a signalfd, or
+ * run under `trap '' TERM`) would neither stop nor restart.  The kernel's
+ * sigaction all zero is SIG_DFL, whatever the order of its fields. */
+static void signals_default(void)
+{
+	unsigned long none = 0, dfl[8] = {0};
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
+	for (int sig = 1; sig <= 64; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, dfl, NULL, sizeof(none));
+}
+
 /* The environment less LD_PRELOAD, in place: this is the hub's own copy. */
 static char **hub_env(int max)
 {
@@ -107,6 +124,7 @@ static void __attribute__((noreturn)) hub_main(const struct spawn_opt *o)
 	syscall(SYS_dup2, efd >= 0 ? efd : null, 2);
 	if (o->close_fds)
 		syscall(SYS_close_range, 3, ~0u, 0);
+	signals_default();
 	envp = hub_env(o->env_max);
 	spawn_execvpe(o->path, o->argv, envp);
 	if (o->exec_failed)
