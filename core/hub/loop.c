@@ -504,6 +504,21 @@ uint32_t hub_mem_max(int tx)
 	return m < ARENA_DEFAULT_RING ? ARENA_DEFAULT_RING : m;
 }
 
+/* A daemon keeps no directory of its starter's busy: it changes to /,
+ * after its configuration was read, and with a relative RSHARE_CONF made
+ * absolute for the hub a restart executes. */
+static void daemon_dir(void)
+{
+	const char *conf = getenv("RSHARE_CONF");
+	char *abs;
+	if (conf && *conf && *conf != '/' && (abs = realpath(conf, NULL))) {
+		setenv("RSHARE_CONF", abs, 1);
+		free(abs);
+	}
+	if (chdir("/") < 0)
+		log_warn("cannot change to /: %s", strerror(errno));
+}
+
 int hub_main(int argc, char **argv)
 {
 	struct hub *h;
@@ -540,6 +555,8 @@ int hub_main(int argc, char **argv)
 	r = hub_options(h, argc, argv, &port, &daemon_mode);
 	if (r)
 		return r;
+	if (daemon_mode)
+		daemon_dir();
 	h->link_timeout_ms = (uint32_t)(cf.link_timeout > 0 ? cf.link_timeout : HUB_LINK_TIMEOUT_S) * 1000u;
 	h->link_outage_ms = (uint32_t)(cf.link_outage > 0 ? cf.link_outage : HUB_LINK_OUTAGE_S) * 1000u;
 	hub_resume_init(h);

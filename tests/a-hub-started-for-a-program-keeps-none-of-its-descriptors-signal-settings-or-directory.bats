@@ -16,6 +16,10 @@
 # a signalfd block them, and shell scripts ignore them with `trap ''`.
 # Each case starts the hub of a fresh namespace that way, then restarts
 # and stops it, as with a hub started from a plain shell.
+#
+# The working directory.  A hub that stayed in the directory it was
+# started from would keep it busy: a file system the program ran in could
+# not be unmounted after it ended.
 
 load lib
 
@@ -118,4 +122,28 @@ os.execv(sys.argv[1], [sys.argv[1], "hub", "start"])' "$RSHARE"
 	echo "$output"
 	[[ $status -eq 0 ]]
 	restart_and_stop
+}
+
+# in_mount NS [CMD...]: in NS, mount a tmpfs, run CMD (if any) in it, leave
+# it and unmount it; what umount said
+in_mount() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" timeout 20 bash -c '
+		d=$(mktemp -d) && mount -t tmpfs none "$d" && cd "$d" || exit 1
+		"$@"
+		cd /
+		umount "$d" 2>&1 && echo "unmounted"
+		rmdir "$d" 2>/dev/null
+		true' _ "$@"
+}
+
+@test "a directory rshare run was started in (the hub with it) unmounts after the program ends, as without rshare" {
+	local plain pre
+	plain=$(in_mount "$NS_A" true)
+	pre=$(in_mount "$NS_A" "$RSHARE" run -- true)
+	echo "without: $plain; with: $pre"
+	[[ $plain == unmounted ]]
+	hub_up || rs_fail "rshare run started no hub"
+	[[ $pre == "$plain" ]]
 }
