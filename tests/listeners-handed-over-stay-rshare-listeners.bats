@@ -38,7 +38,7 @@ run_gunicorn() {
 		import os
 		def app(environ, start_response):
 		    start_response('200 OK', [('Content-Type', 'text/plain')])
-		    return [b'ok from %d\n' % os.getpid()]
+		    return [b'ok from %10d\n' % os.getpid()]  # one length: ab counts a longer answer as failed
 	PY
 	[[ -n $pre ]] && env=(-E "LD_PRELOAD=$RS_BUILD/librshare.so")
 	rs_bg "gu-$port" "$NS_A" systemd-socket-activate -l "$ADDR_A:$port" "${env[@]}" \
