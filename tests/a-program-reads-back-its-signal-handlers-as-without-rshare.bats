@@ -3,8 +3,8 @@
 # installs through the C library (preload/signal.c): sigaction, signal,
 # bsd_signal, sysv_signal and sigset (with SIG_HOLD).  The program must
 # not see it: tests/handlers-read-back.c installs SIGUSR1 handlers each
-# way, reads them back, raises the signal, holds and releases it, and
-# makes bad calls; its transcript (dispositions returned, flags and mask
+# way, reads them back, raises the signal, holds and releases it, ignores
+# it with sigignore (past the library's sigaction), and makes bad calls; its transcript (dispositions returned, flags and mask
 # read back, handlers run, blocked and pending, errors) under rshare must
 # be the one without it.  Both runs are in a namespace of the test's own,
 # so that the hub `rshare run` starts there ends with the test.

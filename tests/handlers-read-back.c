@@ -3,8 +3,8 @@
  *
  * Installs SIGUSR1 handlers every way a program can through the C library
  * (sigaction, signal, bsd_signal, sysv_signal, sigset with SIG_HOLD, and
- * siginterrupt on them),
- * reads each back, raises the signal, and prints one line per step: the
+ * siginterrupt on them), ignores it with sigignore (which glibc does past
+ * the library's sigaction), reads each back, raises the signal, and prints one line per step: the
  * disposition each call returned, the flags and mask read back, which
  * handler ran, what is blocked and pending, and the errors of bad calls.
  * Never an address or a time: the transcript of a run under rshare (whose
@@ -79,6 +79,13 @@ int main(void)
 	said("sigset SIG_IGN", sigset(SIGUSR1, SIG_IGN));
 	raise(SIGUSR1);
 	look("ignored, raised");
+	said("sigset h1", sigset(SIGUSR1, h1));
+	printf("sigignore -> %d\n", sigignore(SIGUSR1));
+	raise(SIGUSR1);
+	look("sigignore, raised");
+	said("signal h2 after sigignore", signal(SIGUSR1, h2));
+	raise(SIGUSR1);
+	look("signal h2 after sigignore, raised");
 	said("sigset SIG_DFL", sigset(SIGUSR1, SIG_DFL));
 	printf("siginterrupt 1 -> %d\n", siginterrupt(SIGUSR1, 1));
 	look("siginterrupt 1 (SIG_DFL)");
