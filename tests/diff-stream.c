@@ -51,6 +51,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,24 +199,36 @@ static void on_alarm(int sig)
 	}
 }
 
-/* threads: the signal goes to the thread that reads, 100 ms from now */
+/* threads: the signal goes to the thread that reads, every 100 ms until
+ * its read is over */
+struct alarm_to {
+	pthread_t reader;
+	atomic_int over;
+};
+
 static void *alarm_thread(void *arg)
 {
-	usleep(100000);
-	pthread_kill(*(pthread_t *)arg, SIGALRM);
+	struct alarm_to *a = arg;
+	while (usleep(100000), !atomic_load(&a->over))
+		pthread_kill(a->reader, SIGALRM);
 	return NULL;
 }
 
 /* The read of one byte with nothing coming, SIGALRM 100 ms into it (to
- * this thread): what it saw, "jumped" when the handler left it (JUMP) */
+ * this thread): what it saw, "jumped" when the handler left it (JUMP).
+ * The signal comes again every 100 ms until the read is over: one that a
+ * slow machine delivered before the read began (the handler ran, nothing
+ * to interrupt) would have left the read blocked for good, both sides
+ * waiting, on kernel TCP as on rshare. */
 static const char *alarmed_read(int fd, char *b, int jump)
 {
-	struct itimerval it = {.it_value = {0, 100000}};
-	pthread_t me = pthread_self(), al;
+	struct itimerval it = {.it_value = {0, 100000}, .it_interval = {0, 100000}}, off = {{0, 0}, {0, 0}};
+	struct alarm_to a = {.reader = pthread_self()};
+	pthread_t al;
 	ssize_t r;
 	if (!threaded)
 		setitimer(ITIMER_REAL, &it, NULL);
-	else if (pthread_create(&al, NULL, alarm_thread, &me) != 0)
+	else if (pthread_create(&al, NULL, alarm_thread, &a) != 0)
 		t_die("pthread_create: %s", strerror(errno));
 	if (jump && sigsetjmp(jump_to, 1)) {
 		r = -2;
@@ -224,8 +237,12 @@ static const char *alarmed_read(int fd, char *b, int jump)
 		r = read(fd, b, 1);
 		jump_armed = 0;
 	}
-	if (threaded)
+	if (!threaded) {
+		setitimer(ITIMER_REAL, &off, NULL);
+	} else {
+		atomic_store(&a.over, 1);
 		pthread_join(al, NULL);
+	}
 	return r == -2 ? "jumped" : r < 0 ? ename(errno) : "data";
 }
 
