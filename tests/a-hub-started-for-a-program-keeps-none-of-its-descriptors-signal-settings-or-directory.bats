@@ -106,7 +106,7 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 s = socket.socket(); s.bind(("127.0.0.1", 7021)); s.listen(); print("listened")'
 	echo "$output"
 	[[ $status -eq 0 && $output == listened ]]
-	rs_retry 5 rs_stat "$NS_A" >/dev/null || rs_fail "the library started no hub"
+	rs_retry 5 hub_up || rs_fail "the library started no hub"
 	restart_and_stop
 }
 

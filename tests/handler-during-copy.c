@@ -186,7 +186,9 @@ int main(int argc, char **argv)
 		return server(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "source"))
 		return source(atoi(argv[2]), atoi(argv[3]));
-	if ((argc == 6 || argc == 7) && !strcmp(argv[1], "client") &&
+	if ((argc == 6 || (argc == 7 && (!strcmp(argv[6], "sigaction") || !strcmp(argv[6], "sigset") ||
+					 !strcmp(argv[6], "bsd_signal")))) &&
+	    !strcmp(argv[1], "client") &&
 	    (!strcmp(argv[4], "send") || !strcmp(argv[4], "jump") || !strcmp(argv[4], "recv")))
 		return client(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), argc == 7 ? argv[6] : "sigaction");
 	fprintf(stderr, "usage: handler-during-copy server PORT | source PORT MS | client ADDR PORT send|jump|recv MS "

@@ -4,9 +4,10 @@
  * Installs SIGUSR1 handlers every way a program can through the C library
  * (sigaction, signal, bsd_signal, sysv_signal, sigset with SIG_HOLD, and
  * siginterrupt on them), ignores it with sigignore (which glibc does past
- * the library's sigaction), reads each back, raises the signal, and prints one line per step: the
- * disposition each call returned, the flags and mask read back, which
- * handler ran, what is blocked and pending, and the errors of bad calls.
+ * the library's sigaction), reads each back, raises the signal, and prints
+ * one line per step: the disposition each call returned, the flags and
+ * mask read back, which handler ran, what is blocked and pending, and the
+ * errors of bad calls.
  * Never an address or a time: the transcript of a run under rshare (whose
  * library stands a trampoline in for each handler) must be the one of a
  * run without it.

@@ -58,67 +58,6 @@ static int rx_hello(struct soft_link *sl, const struct wire_frame *f, const uint
 	return 0;
 }
 
-/* A write counted (hub_rx_target: where its payload goes, into IOV): the
- * iov count, 0 to discard it, -1 the link failed or closed */
-static int write_count(struct soft_link *sl, const struct wire_frame *f, struct iovec iov[2], int *again)
-{
-	int n = hub_rx_target(sl->l, f->imm, f->raddr, f->len, iov, again);
-	if (sl->closed)
-		return -1;
-	if (n < 0) {
-		hub_count_malformed(sl->sx->h);
-		fail(sl, "write outside its socket's ring window");
-	}
-	return n;
-}
-
-/* ... and placed: it completes, unless it was counted already (AGAIN: by
- * the hub that died in it) */
-static void write_complete(struct soft_link *sl, const struct wire_frame *f, int again)
-{
-	struct xwc wc = {.op = XWC_RECV_IMM, .imm = f->imm, .byte_len = f->len, .link = sl->l};
-	if (!again)
-		soft_cq_push(sl->sx, &wc);
-}
-
-static int rx_write(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
-{
-	struct iovec iov[2];
-	int again = 0, n = write_count(sl, f, iov, &again);
-	if (n < 0)
-		return -1;
-	if (n > 0) {
-		const uint8_t *src = pay;
-		for (int i = 0; i < n; i++) {
-			memcpy(iov[i].iov_base, src, iov[i].iov_len);
-			src += iov[i].iov_len;
-		}
-		write_complete(sl, f, again);
-	}
-	return 0;
-}
-
-static int rx_send(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
-{
-	struct soft_recv *r;
-	struct xwc wc = {.op = XWC_RECV, .byte_len = f->len, .link = sl->l};
-	if (!sl->rq_n) {
-		if (sl->draining)
-			return 0; /* the link is down: nothing would take it */
-		sl->stalled = 1; /* receiver not ready: wait for post_recv */
-		return 1;
-	}
-	r = &sl->rq[sl->rq_head];
-	sl->rq_head = (sl->rq_head + 1) % sl->rq_cap;
-	sl->rq_n--;
-	memcpy(r->buf, pay, f->len < r->len ? f->len : r->len);
-	wc.wr_id = r->wr_id;
-	soft_cq_push(sl->sx, &wc);
-	return 0;
-}
-
-/* ---- a write's payload straight into its ring ---- */
-
 /* IOV's N pieces from byte AT on, into REST: their count */
 static int iov_from(const struct iovec *iov, int n, uint32_t at, struct iovec rest[2])
 {
@@ -150,6 +89,63 @@ static void iov_copy(const struct iovec *iov, int n, uint32_t at, uint8_t *p, ui
 		len -= (uint32_t)c;
 	}
 }
+
+/* A write counted (hub_rx_target: where its payload goes, into IOV): the
+ * iov count, 0 to discard it, -1 the link failed or closed */
+static int write_count(struct soft_link *sl, const struct wire_frame *f, struct iovec iov[2], int *again)
+{
+	int n = hub_rx_target(sl->l, f->imm, f->raddr, f->len, iov, again);
+	if (sl->closed)
+		return -1;
+	if (n < 0) {
+		hub_count_malformed(sl->sx->h);
+		fail(sl, "write outside its socket's ring window");
+	}
+	return n;
+}
+
+/* ... and placed: it completes, unless it was counted already (AGAIN: by
+ * the hub that died in it) */
+static void write_complete(struct soft_link *sl, const struct wire_frame *f, int again)
+{
+	struct xwc wc = {.op = XWC_RECV_IMM, .imm = f->imm, .byte_len = f->len, .link = sl->l};
+	if (!again)
+		soft_cq_push(sl->sx, &wc);
+}
+
+static int rx_write(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	struct iovec iov[2];
+	int again = 0, n = write_count(sl, f, iov, &again);
+	if (n < 0)
+		return -1;
+	if (n > 0) {
+		iov_copy(iov, n, 0, (uint8_t *)pay, f->len, 1); /* only read */
+		write_complete(sl, f, again);
+	}
+	return 0;
+}
+
+static int rx_send(struct soft_link *sl, const struct wire_frame *f, const uint8_t *pay)
+{
+	struct soft_recv *r;
+	struct xwc wc = {.op = XWC_RECV, .byte_len = f->len, .link = sl->l};
+	if (!sl->rq_n) {
+		if (sl->draining)
+			return 0; /* the link is down: nothing would take it */
+		sl->stalled = 1; /* receiver not ready: wait for post_recv */
+		return 1;
+	}
+	r = &sl->rq[sl->rq_head];
+	sl->rq_head = (sl->rq_head + 1) % sl->rq_cap;
+	sl->rq_n--;
+	memcpy(r->buf, pay, f->len < r->len ? f->len : r->len);
+	wc.wr_id = r->wr_id;
+	soft_cq_push(sl->sx, &wc);
+	return 0;
+}
+
+/* ---- a write's payload straight into its ring ---- */
 
 static int large_write(const struct wire_frame *f)
 {
