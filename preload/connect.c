@@ -90,7 +90,7 @@ static int conn_start(int fd, struct pfd *p, const union sockaddr_any *dst, cons
 		      const struct sockaddr *addr, socklen_t len)
 {
 	uint32_t slot, gen;
-	int r = vs_connect_start(dst, local, p->rxsize, p->txsize, &slot, &gen);
+	int r = vs_connect_start(dst, local, p->rxsize, p->txsize, 1, &slot, &gen);
 	if (r == 1)
 		return R(connect)(fd, addr, len);
 	if (r < 0) {

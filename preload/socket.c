@@ -140,6 +140,24 @@ static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
 	return fd;
 }
 
+/* The same, the readiness descriptor PF that came with the connection
+ * being the program's descriptor from the start (as ready.c makes it at
+ * the first poll): no kernel socket to make and close, no request more.
+ * PF came close-on-exec; it keeps that only where FLAGS asks for it. */
+static int self_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int pf, int flags)
+{
+	struct pfd *p = pfd_get(pf);
+	if (!p || (!(flags & SOCK_CLOEXEC) && R(fcntl)(pf, F_SETFD, 0) < 0) || vs_poll_is(slot, pf) < 0) {
+		sys_close(pf); /* the hub keeps its copy: a poll asks for it again */
+		return new_rs_fd(lp, slot, gen, flags);
+	}
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1,
+				 .flags = PFD_SELF});
+	if (flags & SOCK_NONBLOCK)
+		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
+	return pf;
+}
+
 void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len)
 {
 	socklen_t n = a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
@@ -171,10 +189,11 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		uint32_t ns, ng, mark[2];
 		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
-		int r, nfd;
+		int r, nfd, nf = -1;
 		while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
 			;
-		r = vs_accept(p->slot, p->gen, &ns, &ng);
+		/* a nonblocking connection is one an event loop polls next */
+		r = vs_accept(p->slot, p->gen, &ns, &ng, (flags & SOCK_NONBLOCK) ? &nf : NULL);
 		if (r == 0) {
 			/* more waiting: the wake-up stays readable for pollers */
 			if (atomic_load(&ls->acceptq)) {
@@ -183,7 +202,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 					/* saturated: readable anyway */
 				}
 			}
-			nfd = new_rs_fd(p, ns, ng, flags);
+			nfd = nf >= 0 ? self_rs_fd(p, ns, ng, nf, flags) : new_rs_fd(p, ns, ng, flags);
 			if (nfd >= 0) {
 				so_inherit(fd, p, ns);
 				sock_fill_addr(&cl_slot(ns)->peer, addr, len);

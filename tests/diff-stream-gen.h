@@ -2,9 +2,10 @@
  * diff-stream-gen.h - the programs of diff-stream (tests/diff-stream.c),
  * generated from a seed: a few connections, each a list of steps and an
  * end, all drawn from one stream of the seed; with -X, the calls each
- * step reads and writes with from a second, and the intr steps that
- * become jump from a third, so that a seed's program stays what it was
- * when a draw is added.  print_prog shows one (diff-stream -p).
+ * step reads and writes with from a second, the intr steps that
+ * become jump from a third, and the connections the server accepts as an
+ * event loop does (accept4 with SOCK_NONBLOCK) from a fourth, so that a
+ * seed's program stays what it was when a draw is added.  print_prog shows one (diff-stream -p).
  */
 #ifndef DIFF_STREAM_GEN_H
 #define DIFF_STREAM_GEN_H
@@ -32,6 +33,7 @@ struct step {
 
 struct conn {
 	int nsteps, end, end_from, nb_connect;
+	int nb_accept; /* -X: accept4(SOCK_NONBLOCK), then fcntl back to blocking */
 	uint32_t end_n;
 	struct step st[MAX_STEPS];
 };
@@ -92,6 +94,9 @@ static void gen_x(uint64_t seed, struct prog *p)
 		for (int j = 0; j < p->c[i].nsteps; j++)
 			if (p->c[i].st[j].kind == ST_INTR && rnd(&s, 2))
 				p->c[i].st[j].kind = ST_JUMP;
+	s = seed * 0xbf58476d1ce4e5b9ull + 5;
+	for (int i = 0; i < p->nconns; i++)
+		p->c[i].nb_accept = (int)rnd(&s, 2);
 }
 
 static void gen(uint64_t seed, struct prog *p)
@@ -118,6 +123,8 @@ static void print_prog(const struct prog *p)
 	for (int i = 0; i < p->nconns; i++) {
 		const struct conn *c = &p->c[i];
 		printf("c%d connect %s\n", i, c->nb_connect ? "nonblocking" : "blocking");
+		if (extended)
+			printf("c%d accept %s\n", i, c->nb_accept ? "nonblocking" : "blocking");
 		for (int j = 0; j < c->nsteps; j++) {
 			const struct step *st = &c->st[j];
 			printf("c%d %02d %s from %s n=%u chunk=%u %s %s", i, j, st_name[st->kind],

@@ -34,7 +34,9 @@
  *           ECONNRESET.
  * With -X the same program uses more of the socket calls, drawn from a
  * second stream of the seed (so a seed without -X stays the program it
- * was; a third turns some intr steps into jump): reads by recv MSG_PEEK then read, recv MSG_WAITALL, readv,
+ * was; a third turns some intr steps into jump; a fourth has the server
+ * accept some connections as an event loop does, accept4 with
+ * SOCK_NONBLOCK, and make them blocking again with fcntl): reads by recv MSG_PEEK then read, recv MSG_WAITALL, readv,
  * recvmsg, or an edge-triggered epoll set drained to EAGAIN; writes by
  * writev, sendmsg, or send MSG_DONTWAIT; a step "timeo" (a read under
  * SO_RCVTIMEO with nothing coming: EAGAIN); and at the end the poll
@@ -443,9 +445,12 @@ static int server(const struct prog *p, int port)
 	printf("ready\n");
 	fflush(stdout);
 	for (conn_i = 0; conn_i < p->nconns; conn_i++) {
-		int fd = accept(lfd, NULL, NULL);
+		int nb = p->c[conn_i].nb_accept, fd = nb ? accept4(lfd, NULL, NULL, SOCK_NONBLOCK) : accept(lfd, NULL, NULL);
 		if (fd < 0)
 			t_die("accept: %s", strerror(errno));
+		if (nb && ((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0 || fcntl(fd, F_SETFL, 0) < 0 ||
+			   (fcntl(fd, F_GETFL) & O_NONBLOCK)))
+			t_die("accept4(SOCK_NONBLOCK), then fcntl back to blocking: not as asked");
 		if (threaded) {
 			conn_start(&th[conn_i], fd, conn_i, &p->c[conn_i]);
 			continue;

@@ -39,6 +39,7 @@ struct req {
 	int reply; /* 0: no reply goes out */
 	int rfd;   /* the descriptor that came with it; -1 once kept */
 	struct hsock *hold; /* the process holds it from now on */
+	int cell;  /* it came through a request cell: no descriptor goes back */
 };
 
 typedef void req_fn(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r);
@@ -204,6 +205,16 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	r->hold = s;
 }
 
+/* A nonblocking connect's or accept's socket is polled next (an event
+ * loop's): its readiness descriptor goes with the reply (BIT in the
+ * request's arg, over the unix connection), not in a request of its own;
+ * none where it cannot be made (the process asks later, as for any). */
+static void want_pollfd(const struct msg_req *q, struct req *r, struct hsock *s, int bit)
+{
+	if ((q->arg & bit) && !r->cell && (r->fds[0] = hpoll_get(s)) >= 0)
+		r->nfds = 1;
+}
+
 /* the rings come when hsock_connect() knows where: this arena for a link,
  * a pair segment for the same node */
 static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -224,6 +235,7 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 		return;
 	}
 	r->hold = s;
+	want_pollfd(q, r, s, MSG_CONNECT_POLLFD);
 }
 
 static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -238,8 +250,10 @@ static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		return;
 	}
 	r->rep.status = hsock_accept(h, ls, &s);
-	if (!r->rep.status)
-		r->hold = s;
+	if (r->rep.status)
+		return;
+	r->hold = s;
+	want_pollfd(q, r, s, MSG_ACCEPT_POLLFD);
 }
 
 static void req_pollfd(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -509,7 +523,7 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
  * table lets come that way (else -EINVAL), its reply into *rep. */
 void proc_answer_cell(struct hub *h, struct proc *pr, const struct msg_req *q, struct msg_rep *rep)
 {
-	struct req r = {.reply = 1, .rfd = -1, .closefd = -1};
+	struct req r = {.reply = 1, .rfd = -1, .closefd = -1, .cell = 1};
 	if (q->op < sizeof(req_ops) / sizeof(req_ops[0]) && req_ops[q->op].cell)
 		answer(h, pr, q, &r);
 	else

@@ -73,6 +73,24 @@ int cl_hub_connect(void)
 	return cl_hi_fd(fd);
 }
 
+/* The hub's answer on the connection: polled for spin_us first, as a
+ * request cell's is (cell.c), then slept for; the hub answers most
+ * within a few microseconds, less than a sleep and a wake-up cost. */
+static ssize_t rpc_recv_soon(int fd, struct msghdr *m)
+{
+	uint64_t end = 0;
+	for (;;) {
+		ssize_t n = sys_recvmsg(fd, m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n >= 0 || errno != EAGAIN)
+			return n;
+		if (!end)
+			end = sys_now_ns() + cl.spin_ns;
+		else if (sys_now_ns() >= end)
+			return sys_recvmsg(fd, m, MSG_CMSG_CLOEXEC);
+		sched_yield();
+	}
+}
+
 int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds, int nfds)
 {
 	struct iovec iov = {.iov_base = q, .iov_len = sizeof(*q)};
@@ -110,9 +128,9 @@ int cl_rpc_on(int fd, struct msg_req *q, struct msg_rep *r, int sendfd, int *fds
 	memset(&u, 0, sizeof(u));
 	m.msg_control = u.buf;
 	m.msg_controllen = sizeof(u.buf);
-	do
+	n = rpc_recv_soon(fd, &m);
+	while (n < 0 && errno == EINTR)
 		n = sys_recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
 	if (n != sizeof(*r))
 		return -ECONNRESET;
 	for (int i = 0; i < nfds; i++)

@@ -146,10 +146,16 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
  * any handler under a limit, as the kernel's), -EINPROGRESS (the time
  * passed), -ECONNRESET (the hub is gone). */
 int vs_connect_wait(uint32_t slot, int64_t tmo_us);
-/* the CONNECT alone (a nonblocking connect): 0 under way, 1 fallback, -errno */
+/* the CONNECT alone (a nonblocking connect): 0 under way, 1 fallback,
+ * -errno; with POLLED (a connect an event loop polls next) the socket's
+ * readiness descriptor comes with it where the hub could make one
+ * (vs_poll_fd_cached: that poll asks nothing more) */
 int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
-		     uint32_t txsize, uint32_t *slot, uint32_t *gen);
-int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen);
+		     uint32_t txsize, int polled, uint32_t *slot, uint32_t *gen);
+/* the next connection of a listener; with pfd, its readiness descriptor
+ * too where the hub could make one (else *pfd is -1), which the caller
+ * makes the program's descriptor (vs_poll_is) */
+int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
@@ -193,6 +199,8 @@ int vs_poll_fd_cached(uint32_t slot);     /* -1 when it has none */
  * the socket stay). */
 int vs_poll_fd_onto(uint32_t slot, uint32_t gen, int fd, int *onto); /* *onto: fd is it now */
 int vs_poll_move(uint32_t slot, int fd);
+int vs_poll_is(uint32_t slot, int fd);   /* fd, the program's, is it from the start (accepted with it): 0 or -1 */
+void vs_poll_fd_given(uint32_t slot, int pf); /* pf came with the connect: kept at a high number */
 int vs_poll_self(uint32_t slot);
 void vs_poll_unself(uint32_t slot, int fd);
 unsigned vs_poll_mask(uint32_t slot);

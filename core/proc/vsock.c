@@ -364,21 +364,27 @@ int vs_port_in_use(const union sockaddr_any *addr)
 }
 
 int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *local, uint32_t rxsize,
-		     uint32_t txsize, uint32_t *slot, uint32_t *gen)
+		     uint32_t txsize, int polled, uint32_t *slot, uint32_t *gen)
 {
-	struct msg_req q = {.op = MSG_CONNECT, .rxsize = rxsize, .txsize = txsize};
+	struct msg_req q = {.op = MSG_CONNECT, .rxsize = rxsize, .txsize = txsize,
+			    .arg = polled ? MSG_CONNECT_POLLFD : 0};
 	struct msg_rep r;
-	int ret;
+	int ret, pf = -1;
 	if (cl_attach() < 0)
 		return 1;
 	q.addr = *dst;
 	q.local = *local;
-	ret = cl_rpc(&q, &r, -1);
+	ret = polled ? cl_rpc_fd(&q, &r, &pf) : cl_rpc(&q, &r, -1);
 	if (ret < 0)
 		return 1; /* no hub: kernel TCP */
-	if (r.status)
+	if (r.status) {
+		if (pf >= 0)
+			sys_close(pf);
 		return r.status == -EAFNOSUPPORT ? 1 : r.status;
+	}
 	atomic_store(&vs_proc_refs[r.slot], 1);
+	if (pf >= 0)
+		vs_poll_fd_given(r.slot, pf);
 	*slot = r.slot;
 	*gen = r.gen;
 	return 0;
@@ -424,7 +430,7 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 {
 	struct msg_rep r;
 	struct arena_slot *as;
-	int ret = vs_connect_start(dst, local, rxsize, txsize, &r.slot, &r.gen);
+	int ret = vs_connect_start(dst, local, rxsize, txsize, 0, &r.slot, &r.gen);
 	if (ret)
 		return ret;
 	as = cl_slot(r.slot);
@@ -454,18 +460,21 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 	}
 }
 
-int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen)
+int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd)
 {
-	struct msg_req q = {.op = MSG_ACCEPT, .slot = slot, .gen = gen};
+	struct msg_req q = {.op = MSG_ACCEPT, .slot = slot, .gen = gen, .arg = pfd ? MSG_ACCEPT_POLLFD : 0};
 	struct msg_rep r;
 	int ret;
 	if (!atomic_load(&cl_slot(slot)->acceptq))
 		return -EAGAIN;
-	ret = cl_rpc(&q, &r, -1);
+	ret = pfd ? cl_rpc_fd(&q, &r, pfd) : cl_rpc(&q, &r, -1);
 	if (ret < 0)
 		return ret;
-	if (r.status)
+	if (r.status) {
+		if (pfd && *pfd >= 0)
+			sys_close(*pfd);
 		return r.status;
+	}
 	*nslot = r.slot;
 	*ngen = r.gen;
 	atomic_store(&vs_proc_refs[r.slot], 1);

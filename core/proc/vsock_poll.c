@@ -127,6 +127,25 @@ int vs_poll_fd_onto(uint32_t slot, uint32_t gen, int fd, int *moved)
 	return fd;
 }
 
+void vs_poll_fd_given(uint32_t slot, int pf)
+{
+	int none = 0;
+	pf = cl_hi_fd(pf);
+	if (pf >= 0 && !atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, pf + 1))
+		sys_close(pf);
+}
+
+int vs_poll_is(uint32_t slot, int fd)
+{
+	int none = 0;
+	atomic_store(&vs_poll_selfs[slot], 1);
+	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
+		atomic_store(&vs_poll_selfs[slot], 0);
+		return -1;
+	}
+	return 0;
+}
+
 int vs_poll_move(uint32_t slot, int fd)
 {
 	int pf = atomic_load(&vs_poll_fds[slot]) - 1;

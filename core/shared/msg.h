@@ -35,8 +35,14 @@ enum msg_op {
 			   the connection becomes the child's, holding the parent's sockets */
 	MSG_CHILD,      /* first message of the child on that connection: its pid */
 	MSG_LISTEN,     /* addr = bound address, arg = backlog; fd: listener eventfd */
-	MSG_CONNECT,    /* addr = destination, local = reserved local address */
-	MSG_ACCEPT,     /* slot = listener; reply: the new slot */
+	MSG_CONNECT,    /* addr = destination, local = reserved local address;
+			   arg MSG_CONNECT_POLLFD (over the unix connection
+			   only): the reply carries the new socket's
+			   readiness descriptor, where one could be made */
+	MSG_ACCEPT,     /* slot = listener; reply: the new slot; arg
+			   MSG_ACCEPT_POLLFD (over the unix connection only):
+			   it carries the new socket's readiness descriptor
+			   too, where one could be made */
 	MSG_RELEASE,    /* this process drops its reference (last close here);
 			   arg bit 1: a last release resets (SO_LINGER 0);
 			   bit MSG_RELEASE_NOREPLY: no reply; else the reply's
@@ -78,6 +84,8 @@ enum msg_op {
 
 #define MSG_ADOPT_LISTENER 1
 #define MSG_ADOPT_JOINED 2
+#define MSG_ACCEPT_POLLFD 1
+#define MSG_CONNECT_POLLFD 1
 
 /* The first message a token holds (core/hub/pass.c): which pass it is,
  * and the secret that proves its holder had it.  Read with MSG_PEEK. */
