@@ -192,8 +192,11 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		int r, nfd, nf = -1;
 		while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
 			;
-		/* a nonblocking connection is one an event loop polls next */
-		r = vs_accept(p->slot, p->gen, &ns, &ng, (flags & SOCK_NONBLOCK) ? &nf : NULL);
+		/* a connection accepted nonblocking, or from a nonblocking
+		 * listener (asyncio, Java's NIO: accept, then O_NONBLOCK), is
+		 * one an event loop polls next */
+		r = vs_accept(p->slot, p->gen, &ns, &ng,
+			      (flags & SOCK_NONBLOCK) || (atomic_load(&ls->flags) & SLOTF_NONBLOCK) ? &nf : NULL);
 		if (r == 0) {
 			/* more waiting: the wake-up stays readable for pollers */
 			if (atomic_load(&ls->acceptq)) {

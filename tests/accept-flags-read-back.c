@@ -1,7 +1,8 @@
 /*
  * accept-flags-read-back: what a program reads back from the connections
  * it accepts each way (accept; accept4 with SOCK_NONBLOCK, as event loops
- * accept; with SOCK_NONBLOCK | SOCK_CLOEXEC; with SOCK_CLOEXEC), in one
+ * accept; with SOCK_NONBLOCK | SOCK_CLOEXEC; with SOCK_CLOEXEC; accept
+ * from a nonblocking listener, then O_NONBLOCK set, as asyncio does), in one
  * process that connects to its own listener on 127.0.0.1: the descriptor
  * number it gets, its flags, the socket's type and the options it takes
  * from its listener, its names, and its readiness in an epoll set while
@@ -24,12 +25,13 @@
 
 static const struct {
 	const char *name;
-	int flags, plain;
+	int flags, plain, nbl; /* nbl: the listener nonblocking, the connection made so after */
 } modes[] = {
-	{"accept", 0, 1},
-	{"accept4 NONBLOCK", SOCK_NONBLOCK, 0},
-	{"accept4 NONBLOCK|CLOEXEC", SOCK_NONBLOCK | SOCK_CLOEXEC, 0},
-	{"accept4 CLOEXEC", SOCK_CLOEXEC, 0},
+	{"accept", 0, 1, 0},
+	{"accept4 NONBLOCK", SOCK_NONBLOCK, 0, 0},
+	{"accept4 NONBLOCK|CLOEXEC", SOCK_NONBLOCK | SOCK_CLOEXEC, 0, 0},
+	{"accept4 CLOEXEC", SOCK_CLOEXEC, 0, 0},
+	{"accept from a nonblocking listener", 0, 1, 1},
 };
 
 static const char *mode; /* the one under way: every line names it */
@@ -75,7 +77,7 @@ static void say_read(int fd, const char *what)
 		say(what, "%zd '%.*s'", n, (int)n, buf);
 }
 
-static void one(int l, const struct sockaddr_in *a, int flags, int plain)
+static void one(int l, const struct sockaddr_in *a, int flags, int plain, int nbl)
 {
 	struct sockaddr_in me, peer, name;
 	socklen_t ml = sizeof(me), pl = sizeof(peer), nl = sizeof(name);
@@ -90,9 +92,18 @@ static void one(int l, const struct sockaddr_in *a, int flags, int plain)
 	if ((low = open("/dev/null", O_RDONLY)) < 0)
 		t_die("open: %s", strerror(errno));
 	close(low);
+	if (nbl && fcntl(l, F_SETFL, O_NONBLOCK) < 0)
+		t_die("fcntl: %s", strerror(errno));
 	fd = plain ? accept(l, NULL, NULL) : accept4(l, NULL, NULL, flags);
 	if (fd < 0)
 		t_die("accept: %s", strerror(errno));
+	if (nbl) {
+		say("O_NONBLOCK as accepted", "%d", (fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+		if (fcntl(l, F_SETFL, 0) < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
+			t_die("fcntl: %s", strerror(errno));
+		flags = SOCK_NONBLOCK; /* from now on as one accepted so */
+		plain = 0;
+	}
 	say("the lowest free descriptor", "%s", fd == low ? "yes" : "no");
 	say("FD_CLOEXEC", "%d", (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
 	say("O_NONBLOCK", "%d", (fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
@@ -164,7 +175,7 @@ int main(int argc, char **argv)
 		t_die("listen: %s", strerror(errno));
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		mode = modes[i].name;
-		one(l, &a, modes[i].flags, modes[i].plain);
+		one(l, &a, modes[i].flags, modes[i].plain, modes[i].nbl);
 	}
 	printf("end\n");
 	return 0;
