@@ -122,10 +122,22 @@ void sock_activated(void)
 	}
 }
 
-static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
+/* The program's descriptor of an accepted connection: a kernel socket that
+ * never connects, or, where PF (>= 0) came with the connection, that
+ * readiness descriptor, the program's from the start (as ready.c makes it
+ * at the first poll): no kernel socket made and closed, no request more.
+ * PF came close-on-exec; it keeps that only where FLAGS asks for it. */
+static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags, int pf)
 {
-	int fd = R(socket)(lp->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
-	struct pfd *p = pfd_get(fd);
+	int fd;
+	struct pfd *p;
+	if (pf >= 0 && (!pfd_get(pf) || (!(flags & SOCK_CLOEXEC) && R(fcntl)(pf, F_SETFD, 0) < 0) ||
+			vs_poll_is(slot, pf) < 0)) {
+		sys_close(pf); /* the hub keeps its copy: a poll asks for it again */
+		pf = -1;
+	}
+	fd = pf >= 0 ? pf : R(socket)(lp->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+	p = pfd_get(fd);
 	if (fd < 0 || !p) {
 		int e = fd < 0 ? errno : EMFILE;
 		if (fd >= 0)
@@ -134,28 +146,11 @@ static int new_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int flags)
 		errno = e;
 		return -1;
 	}
-	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1});
+	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1,
+				 .flags = pf >= 0 ? PFD_SELF : 0});
 	if (flags & SOCK_NONBLOCK)
 		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
 	return fd;
-}
-
-/* The same, the readiness descriptor PF that came with the connection
- * being the program's descriptor from the start (as ready.c makes it at
- * the first poll): no kernel socket to make and close, no request more.
- * PF came close-on-exec; it keeps that only where FLAGS asks for it. */
-static int self_rs_fd(struct pfd *lp, uint32_t slot, uint32_t gen, int pf, int flags)
-{
-	struct pfd *p = pfd_get(pf);
-	if (!p || (!(flags & SOCK_CLOEXEC) && R(fcntl)(pf, F_SETFD, 0) < 0) || vs_poll_is(slot, pf) < 0) {
-		sys_close(pf); /* the hub keeps its copy: a poll asks for it again */
-		return new_rs_fd(lp, slot, gen, flags);
-	}
-	pfd_set(p, &(struct pfd){.kind = FD_RS, .family = lp->family, .slot = slot, .gen = gen, .evfd = -1,
-				 .flags = PFD_SELF});
-	if (flags & SOCK_NONBLOCK)
-		atomic_fetch_or(&cl_slot(slot)->flags, SLOTF_NONBLOCK);
-	return pf;
 }
 
 void sock_fill_addr(const union sockaddr_any *a, struct sockaddr *out, socklen_t *len)
@@ -205,7 +200,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 					/* saturated: readable anyway */
 				}
 			}
-			nfd = nf >= 0 ? self_rs_fd(p, ns, ng, nf, flags) : new_rs_fd(p, ns, ng, flags);
+			nfd = new_rs_fd(p, ns, ng, flags, nf);
 			if (nfd >= 0) {
 				so_inherit(fd, p, ns);
 				sock_fill_addr(&cl_slot(ns)->peer, addr, len);

@@ -52,20 +52,42 @@ static int ask(uint32_t slot, uint32_t gen, int *fd)
 	return 0;
 }
 
+/* PF, a readiness descriptor of the slot's that this process took in,
+ * kept at a high number of the library's: the one kept (two threads may
+ * have asked at once: the first one's stays, the other is closed) */
+static int keep_high(uint32_t slot, int pf)
+{
+	int none = 0;
+	pf = cl_hi_fd(pf);
+	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, pf + 1)) {
+		sys_close(pf);
+		return none - 1;
+	}
+	return pf;
+}
+
+/* FD, the program's descriptor of the slot's socket, as its readiness
+ * descriptor: FD, or the one another thread set first */
+static int keep_self(uint32_t slot, int fd)
+{
+	int none = 0;
+	atomic_store(&vs_poll_selfs[slot], 1);
+	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
+		atomic_store(&vs_poll_selfs[slot], 0);
+		return none - 1;
+	}
+	return fd;
+}
+
 int vs_poll_fd(uint32_t slot, uint32_t gen)
 {
-	int fd, ret, none = 0;
+	int fd, ret;
 	if ((fd = atomic_load(&vs_poll_fds[slot])))
 		return fd - 1;
 	if ((ret = ask(slot, gen, &fd)) < 0)
 		return ret;
-	fd = cl_hi_fd(fd);
+	fd = keep_high(slot, fd);
 	spare_refill();
-	/* two threads may have asked at once: the first one's stays */
-	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
-		sys_close(fd);
-		return none - 1;
-	}
 	return fd;
 }
 
@@ -101,49 +123,28 @@ static int onto(int pf, int fd)
 
 int vs_poll_fd_onto(uint32_t slot, uint32_t gen, int fd, int *moved)
 {
-	int pf, ret, none = 0;
+	int pf, ret;
 	if ((pf = atomic_load(&vs_poll_fds[slot])))
 		return pf - 1;
 	if ((ret = ask(slot, gen, &pf)) < 0)
 		return ret;
-	if (onto(pf, fd) < 0) {
-		/* as before: a number of the library's */
-		pf = cl_hi_fd(pf);
-		if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, pf + 1)) {
-			sys_close(pf);
-			return none - 1;
-		}
-		return pf;
-	}
+	if (onto(pf, fd) < 0)
+		return keep_high(slot, pf); /* as before: a number of the library's */
 	sys_close(pf);
 	spare_refill();
 	*moved = 1;
-	atomic_store(&vs_poll_selfs[slot], 1);
 	/* two threads may have asked at once: fd is the same file either way */
-	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
-		atomic_store(&vs_poll_selfs[slot], 0);
-		return none - 1;
-	}
-	return fd;
+	return keep_self(slot, fd);
 }
 
 void vs_poll_fd_given(uint32_t slot, int pf)
 {
-	int none = 0;
-	pf = cl_hi_fd(pf);
-	if (pf >= 0 && !atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, pf + 1))
-		sys_close(pf);
+	keep_high(slot, pf);
 }
 
 int vs_poll_is(uint32_t slot, int fd)
 {
-	int none = 0;
-	atomic_store(&vs_poll_selfs[slot], 1);
-	if (!atomic_compare_exchange_strong(&vs_poll_fds[slot], &none, fd + 1)) {
-		atomic_store(&vs_poll_selfs[slot], 0);
-		return -1;
-	}
-	return 0;
+	return keep_self(slot, fd) == fd ? 0 : -1;
 }
 
 int vs_poll_move(uint32_t slot, int fd)
