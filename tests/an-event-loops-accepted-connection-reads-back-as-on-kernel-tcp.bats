@@ -10,7 +10,9 @@
 # reads back its descriptor number, flags, type,
 # inherited options, names, and readiness in an epoll set as data comes
 # and goes and the peer closes; its transcript under rshare must be the
-# one on kernel TCP, and stat proves that the connections were rshare's.
+# one on kernel TCP, and stat proves that the connections were rshare's
+# and that the nonblocking ones got their readiness descriptor with the
+# accept's answer (readiness_with_answer), the others by asking.
 # Both runs are in a namespace of the test's own, so that the hub
 # `rshare run` starts there ends with the test.
 
@@ -33,6 +35,9 @@ teardown() {
 	echo "# $(grep -c . <<<"$plain") lines, e.g. '$(grep -m 1 'NONBLOCK: epoll, 5 bytes' <<<"$plain")'" >&3
 	[[ $plain == *$'\nend' ]] || rs_fail "kernel TCP: '$plain'"
 	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
-	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
-	((n >= 5)) || rs_fail "the hub counted $n same-node connections, want 5"
+	# the three nonblocking accepts got their readiness descriptor with
+	# the answer; the two blocking ones asked when first polled
+	n=$(rs_stat "$NS_A" | jq -r '.counters | "\(.local_connects) \(.readiness_with_answer) \(.readiness_asked)"')
+	[[ $n == "5 3 2" ]] ||
+		rs_fail "the hub counted (same-node connections, readiness descriptors with the answer, asked for) $n, want 5 3 2"
 }

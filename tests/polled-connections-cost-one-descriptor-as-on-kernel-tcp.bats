@@ -8,7 +8,9 @@
 # socket options, flags and errors the client reads back (set before
 # connect, and once polled), and how many connections it opens under a
 # descriptor limit, must be the kernel's (less the library's own few, a
-# constant), and stat proves that the rshare run went over the link.
+# constant), and stat proves that the rshare run went over the link and
+# that every readiness descriptor came with the connect's or the accept's
+# answer, none asked for later.
 
 load lib
 
@@ -34,10 +36,19 @@ teardown() {
 			rs_fail "server on port $p: $(grep held= "$RS_TMP/pc-srv-$p.out" | tr '\n' ' ')"
 	done
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
 	rs_jq_check "the rshare run went over the link" --slurpfile b "$RS_TMP/statB.json" --argjson n $n '
 		$b[0] as $B |
 		fail(($B.links[0].connections_total // 0) >= $n; "B link carried \($B.links[0].connections_total) connections, want \($n)"),
 		fail($B.counters.fallback_connects == 0; "fallback_connects \($B.counters.fallback_connects)")'
+	# the client's nonblocking connects and the server's nonblocking
+	# accepts got their readiness descriptors with the hub's answer: none
+	# was asked for at the first poll
+	rs_jq_check "the readiness descriptors came with the answers" --slurpfile a "$RS_TMP/statA.json" \
+		--slurpfile b "$RS_TMP/statB.json" --argjson n $n '
+		($a[0].counters, $b[0].counters) as $c |
+		fail($c.readiness_with_answer >= $n; "\($c.readiness_with_answer) with the answer, want \($n)"),
+		fail($c.readiness_asked == 0; "\($c.readiness_asked) asked for, want none")'
 }
 
 @test "under a descriptor limit a program opens as many polled connections as on kernel TCP, less the library's few" {

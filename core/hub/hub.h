@@ -469,6 +469,9 @@ struct hub {
 	 * request is being answered (NULL between them), for the warden */
 	uint64_t cell_requests;
 	struct arena_cell *req_cell;
+	/* request.c: readiness descriptors handed out with a connect's or an
+	 * accept's answer, and in answer to a request of their own */
+	uint64_t ready_with_answer, ready_asked;
 	/* data.c: placed tails written to peers (verbs); on with RSHARE_PLACED=1 */
 	uint64_t placed_sent;
 	int placed_tails;

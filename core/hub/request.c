@@ -209,10 +209,12 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
  * loop's): its readiness descriptor goes with the reply (BIT in the
  * request's arg, over the unix connection), not in a request of its own;
  * none where it cannot be made (the process asks later, as for any). */
-static void want_pollfd(const struct msg_req *q, struct req *r, struct hsock *s, int bit)
+static void want_pollfd(struct hub *h, const struct msg_req *q, struct req *r, struct hsock *s, int bit)
 {
-	if ((q->arg & bit) && !r->cell && (r->fds[0] = hpoll_get(s)) >= 0)
+	if ((q->arg & bit) && !r->cell && (r->fds[0] = hpoll_get(s)) >= 0) {
 		r->nfds = 1;
+		h->ready_with_answer++;
+	}
 }
 
 /* the rings come when hsock_connect() knows where: this arena for a link,
@@ -235,7 +237,7 @@ static void req_connect(struct hub *h, struct proc *pr, const struct msg_req *q,
 		return;
 	}
 	r->hold = s;
-	want_pollfd(q, r, s, MSG_CONNECT_POLLFD);
+	want_pollfd(h, q, r, s, MSG_CONNECT_POLLFD);
 }
 
 static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -253,7 +255,7 @@ static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, 
 	if (r->rep.status)
 		return;
 	r->hold = s;
-	want_pollfd(q, r, s, MSG_ACCEPT_POLLFD);
+	want_pollfd(h, q, r, s, MSG_ACCEPT_POLLFD);
 }
 
 static void req_pollfd(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
@@ -268,6 +270,7 @@ static void req_pollfd(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		r->fds[0] = r->rep.status;
 		r->nfds = 1;
 		r->rep.status = 0;
+		h->ready_asked++;
 	}
 }
 

@@ -133,7 +133,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
 		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u,"
 		  "\"restarts\":%u,\"restarts_refused\":%u,\"restart_refused\":\"%s\","
-		  "\"successions\":%u,\"succession_eintr\":%u,\"cell_requests\":%llu,\"placed_tails\":%llu,"
+		  "\"successions\":%u,\"succession_eintr\":%u,\"cell_requests\":%llu,\"readiness_with_answer\":%llu,"
+		  "\"readiness_asked\":%llu,\"placed_tails\":%llu,"
 		  "\"sleeps\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
@@ -149,7 +150,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  h->passes_taken, (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended, h->restarts, h->restarts_refused,
 		  h->restart_refused ? h->restart_refused : "", h->successions, h->succession_eintr,
-		  (unsigned long long)h->cell_requests, (unsigned long long)h->placed_sent,
+		  (unsigned long long)h->cell_requests, (unsigned long long)h->ready_with_answer,
+		  (unsigned long long)h->ready_asked, (unsigned long long)h->placed_sent,
 		  (unsigned long long)h->sleeps);
 }
 
@@ -302,6 +304,8 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "refused: %llu processes (no descriptor left), %llu requests over a limit\n",
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);
 	sb_printf(s, "requests: %llu answered through request cells\n", (unsigned long long)h->cell_requests);
+	sb_printf(s, "readiness descriptors: %llu with a connect's or accept's answer, %llu asked for\n",
+		  (unsigned long long)h->ready_with_answer, (unsigned long long)h->ready_asked);
 	sb_printf(s, "placed tails: %llu written to peers' readers\n", (unsigned long long)h->placed_sent);
 	sb_printf(s, "hand-off: %llu completions routed to their owner, mean %llu ns from poll to wake-up, "
 		  "%llu ns of routing each (%llu ns of it system calls that woke the owner)\n",
