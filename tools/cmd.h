@@ -32,8 +32,8 @@ int common_opt(int argc, char **argv, int *i, int *handled, const char *usage_li
 int load_config(struct cfg *c);
 void export_config(const struct cfg *c);
 /* cmd_hub.c: start PATH as the hub and wait until it answers (0, or -1
- * after saying why) */
-int hub_spawn(const char *path, int port, int quiet);
+ * after saying why); FRESH: with none of our scheduling or lowered limits */
+int hub_spawn(const char *path, int port, int quiet, int fresh);
 
 int cmd_run(int argc, char **argv);
 int cmd_stat(int argc, char **argv);

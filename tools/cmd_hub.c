@@ -132,16 +132,19 @@ static int hub_wait(const char *path, int errfd, pid_t hub, int quiet)
  * of our output, a shell's $(...), waiting for as long as it runs), and
  * wait until it answers.  Until then its stderr comes to us through a
  * pipe, so that a hub that fails says why; RSHARE_HUB_LOG names a file for
- * its log instead.  0, or -1 after printing what went wrong.
+ * its log instead.  FRESH (rshare run's, not asked for): the hub takes none
+ * of our scheduling or lowered limits (hub_spawn.c).  0, or -1 after
+ * printing what went wrong.
  */
-int hub_spawn(const char *path, int port, int quiet)
+int hub_spawn(const char *path, int port, int quiet, int fresh)
 {
 	int errp[2], pidp[2], logfd = -1, ret;
 	const char *log = getenv("RSHARE_HUB_LOG");
 	char portstr[16];
 	pid_t hub = -1;
 	char *argv[] = {(char *)"rshared", (char *)"--daemon", NULL, NULL, NULL};
-	struct spawn_opt o = {.path = path, .argv = argv, .exec_failed = exec_failed, .close_fds = 1};
+	struct spawn_opt o = {.path = path, .argv = argv, .exec_failed = exec_failed, .close_fds = 1,
+			      .fresh = fresh};
 	if (port > 0) {
 		snprintf(portstr, sizeof(portstr), "%d", port);
 		argv[2] = (char *)"--port";
@@ -289,7 +292,7 @@ int cmd_hub(int argc, char **argv)
 			return 0;
 		}
 		export_config(&c);
-		if (hub_spawn(find_hub(&c, buf, sizeof(buf)), c.port, 0) < 0)
+		if (hub_spawn(find_hub(&c, buf, sizeof(buf)), c.port, 0, 0) < 0)
 			return 1;
 		if (hub_info(&hi) < 0) {
 			fprintf(stderr, "rshare: the hub started but does not answer\n");

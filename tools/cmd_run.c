@@ -45,7 +45,7 @@ int cmd_run(int argc, char **argv)
 		if ((fd = cl_hub_connect()) >= 0)
 			close(fd);
 		else if (!getenv("RSHARE_NO_AUTOSTART"))
-			hub_spawn(find_hub(&c, hubbuf, sizeof(hubbuf)), c.port, 0);
+			hub_spawn(find_hub(&c, hubbuf, sizeof(hubbuf)), c.port, 0, 1);
 		if (old && *old) {
 			size_t n = strlen(lib) + strlen(old) + 2;
 			pre = malloc(n);

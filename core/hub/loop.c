@@ -429,6 +429,11 @@ void hub_signals(struct hub *h)
 	struct sigaction su = {.sa_handler = hub_restart_signal};
 	(void)h;
 	signal(SIGPIPE, SIG_IGN);
+	/* a file size limit under an arena's size (one inherited from the
+	 * program that started the hub, which it may not raise): the memfd's
+	 * ftruncate fails with EFBIG and the process is turned away, where the
+	 * signal would kill every successor in turn */
+	signal(SIGXFSZ, SIG_IGN);
 	crash_install();
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

@@ -151,7 +151,8 @@ struct pool *pool_new(struct hub *h, uid_t uid)
 	return p;
 fail:
 	err = errno; /* the caller tells a hub out of descriptors by it */
-	log_error("pool: cannot create an arena: %s", strerror(err));
+	log_error("pool: cannot create an arena of %llu MiB: %s%s", (unsigned long long)(p->bytes >> 20),
+		  strerror(err), err == EFBIG ? " (the hub's file size limit, RLIMIT_FSIZE, is under it)" : "");
 	if (p->base)
 		munmap(p->base, p->bytes);
 	if (p->memfd >= 0)

@@ -6,7 +6,17 @@
  * caller reaps it with __WALL.  The hub's process sets up its descriptors
  * 0, 1 and 2 (and closes the caller's others), unblocks every signal and
  * sets each to its default, drops LD_PRELOAD from its environment and runs
- * the hub.
+ * the hub.  A hub started without being asked for (the library's, that of
+ * `rshare run`: spawn_opt.fresh) serves every program of the node, not
+ * only the one that happened to start it, so it first undoes what was set
+ * for that program alone, as far as it may: its processor affinity (back
+ * to every processor its cpuset allows), scheduling policy (SCHED_OTHER:
+ * a hub that polls at a real-time priority would hold its processor), nice
+ * value (0) and lowered resource limits (processor time, file size, data,
+ * address space, resident set, locked memory: none where the caller may
+ * raise its hard limits, as root may; else the soft limit up to the hard
+ * one).  A seccomp filter cannot be undone.  `rshare hub start` and
+ * rshared keep what their caller chose.
  * Everything after the clone is raw system calls on memory of its own
  * (the caller may be a threaded application), and the exec's PATH search
  * is done here too, since librshare.so defines the exec family itself.
@@ -17,9 +27,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,6 +124,24 @@ static char **hub_env(int max)
 	return out;
 }
 
+static void sched_and_limits_fresh(void)
+{
+	static const int res[] = {RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_DATA, RLIMIT_AS, RLIMIT_RSS, RLIMIT_MEMLOCK};
+	unsigned char all[128];
+	struct sched_param sp = {0};
+	memset(all, 0xff, sizeof(all));
+	syscall(SYS_sched_setaffinity, 0, sizeof(all), all); /* the kernel keeps the cpuset's */
+	syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &sp);
+	syscall(SYS_setpriority, PRIO_PROCESS, 0, 0);
+	for (unsigned i = 0; i < sizeof(res) / sizeof(res[0]); i++) {
+		struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+		if (syscall(SYS_setrlimit, res[i], &rl) == 0 || syscall(SYS_getrlimit, res[i], &rl) < 0)
+			continue;
+		rl.rlim_cur = rl.rlim_max;
+		syscall(SYS_setrlimit, res[i], &rl);
+	}
+}
+
 static void __attribute__((noreturn)) hub_main(const struct spawn_opt *o)
 {
 	int null = (int)syscall(SYS_open, "/dev/null", O_RDWR);
@@ -125,6 +155,8 @@ static void __attribute__((noreturn)) hub_main(const struct spawn_opt *o)
 	if (o->close_fds)
 		syscall(SYS_close_range, 3, ~0u, 0);
 	signals_default();
+	if (o->fresh)
+		sched_and_limits_fresh();
 	envp = hub_env(o->env_max);
 	spawn_execvpe(o->path, o->argv, envp);
 	if (o->exec_failed)
@@ -185,6 +217,6 @@ void spawn_lib_hub(void)
 	char *argv[] = {(char *)"rshared", (char *)"--daemon", NULL};
 	struct spawn_opt o = {.path = lib_hub_path(pbuf, sizeof(pbuf)), .argv = argv, .err_fd = -1,
 			      .err_path = getenv("RSHARE_HUB_LOG"), .pid_fd = -1, .close_fds = 1,
-			      .env_max = 255};
+			      .env_max = 255, .fresh = 1};
 	spawn_hub(&o);
 }

@@ -20,6 +20,8 @@ struct spawn_opt {
 	int pid_fd;              /* >= 0: the middle process writes the hub's pid here */
 	int close_fds;           /* close every descriptor from 3 up before exec */
 	int env_max;             /* at most this many variables go along (0: all) */
+	int fresh;               /* the hub takes none of the caller's scheduling
+				    or lowered limits, as far as it may (hub_spawn.c) */
 	/* in the hub's process when the exec failed, before it exits 127 */
 	void (*exec_failed)(const char *path, int err);
 };
