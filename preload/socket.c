@@ -26,13 +26,28 @@ int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* An rshare connection, made or under way: the kernel's socket is bound
+ * already and past listening (EINVAL for bind and listen, as
+ * inet_bind/inet_listen say), where the one behind the descriptor here is
+ * a kernel socket that never connected and would take either. */
+static int on_connection(struct pfd *p)
+{
+	if (!p || __atomic_load_n(&p->kind, __ATOMIC_ACQUIRE) != FD_RS)
+		return 0;
+	errno = EINVAL;
+	return 1;
+}
+
 int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct pfd *p = pfd_get(fd);
 	int reuse = 0;
 	socklen_t rl = sizeof(reuse);
 	union sockaddr_any a;
-	int r = R(bind)(fd, addr, len);
+	int r;
+	if (on_connection(p))
+		return -1;
+	r = R(bind)(fd, addr, len);
 	if (r < 0 || !p || p->kind != FD_TCP || cl.attached <= 0 || !addr ||
 	    len < sizeof(struct sockaddr_in))
 		return r;
@@ -81,6 +96,8 @@ static void listen_rshare(int fd, struct pfd *p, int backlog)
 int listen(int fd, int backlog)
 {
 	struct pfd *p = pfd_get(fd);
+	if (on_connection(p))
+		return -1;
 	if (p && p->kind == FD_TCP && !cfg_use_rshare(CFG_LISTEN, fd, NULL, 0, &p->rxsize, &p->txsize))
 		return R(listen)(fd, backlog);
 	int ret = R(listen)(fd, backlog);

@@ -21,7 +21,9 @@
  * F_SETFL, ioctl FIONBIO) is kept in the slot's flags; a kernel listener
  * and a readiness descriptor stay nonblocking whatever the application
  * asks, and F_GETFL tells it what it asked.  FIONREAD is the bytes waiting
- * in the receive ring, SIOCOUTQ those in the send ring.
+ * in the receive ring, SIOCOUTQ those in the send ring (vs_nunsent: none
+ * on the same node, where the send ring is the peer's receive ring and
+ * what is in it has arrived, as loopback acknowledges at once).
  */
 #include <linux/sockios.h>
 

@@ -175,7 +175,7 @@ int vs_shutdown(uint32_t slot, uint32_t gen, int how);
 int vs_listen_stop(uint32_t slot, uint32_t gen); /* shutdown(2) of a listener */
 int vs_take_error(uint32_t slot);
 int vs_nread(uint32_t slot);
-int vs_nunsent(uint32_t slot);            /* bytes in the send ring (SIOCOUTQ) */
+int vs_nunsent(uint32_t slot);            /* bytes in the send ring, none on the same node (SIOCOUTQ) */
 int vs_nroom(uint32_t slot);              /* free bytes of the send ring */
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
 uint32_t vs_nrefs(uint32_t slot);         /* how many */

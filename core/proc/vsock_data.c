@@ -555,7 +555,7 @@ int vs_nread(uint32_t slot)
 
 int vs_nunsent(uint32_t slot)
 {
-	return ring_used(slot, 1);
+	return cl_slot(slot)->pair_seg ? 0 : ring_used(slot, 1);
 }
 
 int vs_nroom(uint32_t slot)

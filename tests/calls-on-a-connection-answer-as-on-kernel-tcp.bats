@@ -1,0 +1,38 @@
+#!/usr/bin/env bats
+# The calls a program makes on a connection beside send and recv answer
+# under rshare as on kernel TCP (tests/connection-calls-read-back.py, one
+# process with its own listener on 127.0.0.1, so the same-node path): bind
+# and listen on a connection, made, accepted or under way, fail with
+# EINVAL, where the library used to pass them to the kernel socket behind
+# the descriptor, which never connected and took them (preload/socket.c);
+# SIOCOUTQ counts no byte that a same-node peer holds, as loopback's
+# acknowledged bytes are not counted (core/proc/vsock_data.c); and
+# sendfile, TCP_CORK, shutdown(SHUT_RD), a peer's close, buffer sizes,
+# peeks and polls read back the same.  The program's transcript under
+# rshare must be the one on kernel TCP, and stat proves that its
+# connections were rshare's.  Both runs are in a namespace of the test's
+# own, so that the hub `rshare run` starts there ends with the test.
+
+load lib
+
+setup() {
+	rs_require
+	command -v python3 >/dev/null || skip "needs python3"
+	rs_setup
+	rs_netns "$NS_A"
+}
+
+teardown() {
+	rs_teardown
+}
+
+@test "bind, listen, SIOCOUTQ, sendfile, TCP_CORK, SHUT_RD and more on a connection answer as on kernel TCP" {
+	local prog=$BATS_TEST_DIRNAME/connection-calls-read-back.py plain pre n
+	plain=$(ip netns exec "$NS_A" timeout 60 python3 "$prog" 7431 "$RS_TMP/file1" 2>&1)
+	pre=$(ip netns exec "$NS_A" timeout 60 "$RSHARE" run -- python3 "$prog" 7432 "$RS_TMP/file2" 2>&1)
+	echo "# $(grep -c . <<<"$plain") lines, e.g. '$(grep -m 1 '^listen:' <<<"$plain")'" >&3
+	[[ $plain == *$'\nend' ]] || rs_fail "kernel TCP: '$plain'"
+	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
+	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
+	((n == 10)) || rs_fail "the hub counted $n same-node connections, want 10"
+}
