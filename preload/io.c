@@ -143,8 +143,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		return ret_err(vs_errqueue(p->slot, p->family, m));
 	r = vs_recv(p->slot, m->msg_iov, (int)m->msg_iovlen, flags);
 	if (r >= 0) {
-		if (m->msg_name)
-			sock_fill_addr(&cl_slot(p->slot)->peer, m->msg_name, &m->msg_namelen);
+		m->msg_namelen = 0; /* as Linux TCP: a stream gives no source address */
 		m->msg_controllen = 0;
 		m->msg_flags = 0;
 	}
@@ -167,7 +166,7 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, s
 		return R(recvfrom)(fd, buf, len, flags, a, al);
 	r = recv(fd, buf, len, flags);
 	if (r >= 0 && a && al)
-		sock_fill_addr(&cl_slot(p->slot)->peer, a, al);
+		*al = 0; /* as recvmsg: the address untouched, its length 0 */
 	return r;
 }
 

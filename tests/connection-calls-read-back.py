@@ -7,7 +7,11 @@ peer's close (readiness, getpeername, TCP_INFO's state, sends until
 EPIPE); SO_RCVBUF and SO_SNDBUF read back; SIOCOUTQ of bytes the peer holds
 unread; MSG_PEEK and MSG_WAITALL; poll of a listener and of both ends of a
 shutdown(SHUT_RDWR); connect, bind, listen and accept on a connection (made,
-accepted, or under way) and bind on a listener.  The same lines on kernel
+accepted, or under way) and bind on a listener; then a dual-stack
+listener's names for a client of each family, option defaults of a
+connection and an accepted one, zero-length and vector sends and
+receives (recvmsg and recvfrom give no address), a second shutdown, a
+reset, and calls on a socket never connected.  The same lines on kernel
 TCP as on any transport that behaves as it does.  Waits for what it looks
 at (poll), never for a time, except between the sends to a closed peer."""
 import errno
@@ -123,4 +127,88 @@ for name, f in (("bind while connecting", lambda: c.bind(("127.0.0.1", 0))), ("l
     try: f(); say(name, "ok")
     except OSError as x: say(name + ":", err(x))
 a, _ = l.accept(); c.close(); a.close()
+
+
+def tryit(name, f):
+    try: say(name, f())
+    except OSError as x: say(name + ":", err(x))
+
+
+# a dual-stack listener, a client of each family
+try:
+    l6 = socket.socket(socket.AF_INET6)
+    l6.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l6.bind(("::", P + 2))
+    l6.listen(8)
+except OSError:
+    l6 = None
+    say("no IPv6 here")
+if l6:
+    c = socket.create_connection(("127.0.0.1", P + 2)); a, pa = l6.accept()
+    say("v4 client at a v6 listener: peer", pa[0], "local", a.getsockname()[0], "client sees", c.getpeername()[0], a.family == socket.AF_INET6)
+    c.sendall(b"v4"); say("bytes", a.recv(2)); c.close(); a.close()
+    c = socket.create_connection(("::1", P + 2)); a, pa = l6.accept()
+    say("v6 client: peer", pa[0], "local", a.getsockname()[0], "client sees", c.getpeername()[0])
+    c.sendall(b"v6"); say("bytes", a.recv(2)); c.close(); a.close()
+    l6.close()
+# a listener on every address: options, zero-length and vector calls,
+# half-close, a reset, and calls on a socket never connected
+l.close()
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", P + 1))
+l.listen(8)
+
+
+def pair():
+    c = socket.create_connection(("127.0.0.1", P + 1))
+    a, _ = l.accept()
+    return c, a
+
+
+c, a = pair()
+say("accepted at a wildcard listener: local", a.getsockname()[0], a.getsockname()[1] == P + 1)
+for lvl, opt, name in ((socket.SOL_SOCKET, socket.SO_KEEPALIVE, "SO_KEEPALIVE"), (socket.IPPROTO_TCP, socket.TCP_NODELAY, "TCP_NODELAY"),
+                       (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, "TCP_KEEPIDLE"), (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, "TCP_KEEPINTVL"),
+                       (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, "TCP_KEEPCNT"), (socket.SOL_SOCKET, socket.SO_RCVLOWAT, "SO_RCVLOWAT"),
+                       (socket.SOL_SOCKET, socket.SO_SNDLOWAT, "SO_SNDLOWAT"), (socket.IPPROTO_IP, socket.IP_TOS, "IP_TOS"),
+                       (socket.IPPROTO_IP, socket.IP_TTL, "IP_TTL"), (socket.SOL_SOCKET, socket.SO_REUSEADDR, "SO_REUSEADDR"),
+                       (socket.SOL_SOCKET, socket.SO_OOBINLINE, "SO_OOBINLINE"), (socket.IPPROTO_TCP, socket.TCP_QUICKACK, "TCP_QUICKACK"),
+                       (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT"), (socket.SOL_SOCKET, socket.SO_PRIORITY, "SO_PRIORITY"),
+                       (socket.SOL_SOCKET, socket.SO_MARK, "SO_MARK")):
+    tryit("default " + name + " (connected, accepted)", lambda: (c.getsockopt(lvl, opt), a.getsockopt(lvl, opt)))
+tryit("SO_LINGER", lambda: struct.unpack("ii", c.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8)))
+tryit("TCP_CONGESTION", lambda: c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0"))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77); c.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x10)
+tryit("set TCP_KEEPIDLE 77, IP_TOS 0x10", lambda: (c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE), c.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)))
+tryit("send 0 bytes", lambda: c.send(b""))
+tryit("sendmsg of no iovec", lambda: c.sendmsg([]))
+tryit("recv 0 bytes", lambda: a.recv(0))
+c.sendmsg([b"a", b"", b"bc", b"d" * 5]); tryit("writev", lambda: a.recv(100))
+c.sendall(b"xyz"); tryit("recvmsg into 2", lambda: a.recvmsg_into([bytearray(1), bytearray(5)]))
+c.sendall(b"uv"); tryit("recvfrom", lambda: a.recvfrom(10))
+tryit("shutdown SHUT_WR", lambda: c.shutdown(socket.SHUT_WR))
+tryit("shutdown SHUT_WR again", lambda: c.shutdown(socket.SHUT_WR))
+tryit("send after SHUT_WR", lambda: c.send(b"x"))
+wait_in(a); tryit("peer reads", lambda: a.recv(10)); tryit("peer reads again", lambda: a.recv(10))
+tryit("peer sends back", lambda: a.send(b"back")); wait_in(c); tryit("half-closed end reads", lambda: c.recv(10))
+c.close(); a.close()
+# a reset: the peer closes with SO_LINGER 0
+c, a = pair()
+a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)); a.close()
+wait_in(c)
+tryit("SO_ERROR after a reset", lambda: c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+tryit("recv after a reset", lambda: c.recv(10))
+tryit("recv again", lambda: c.recv(10))
+tryit("send after a reset", lambda: c.send(b"x"))
+tryit("getpeername after a reset", lambda: c.getpeername()[0])
+c.close()
+# a socket never connected
+s = socket.socket()
+tryit("shutdown unconnected", lambda: s.shutdown(socket.SHUT_RDWR))
+tryit("getpeername unconnected", lambda: s.getpeername())
+tryit("recv unconnected", lambda: s.recv(1))
+tryit("send unconnected", lambda: s.send(b"x"))
+s.close()
+tryit("closed fd", lambda: os.write(c.fileno() if c.fileno() >= 0 else 999, b"x"))
 say("end")
