@@ -14,7 +14,7 @@
  * a hub that polls at a real-time priority would hold its processor), nice
  * value (0) and lowered resource limits (processor time, file size, data,
  * address space, resident set, locked memory: none where the caller may
- * raise its hard limits, as root may; else the soft limit up to the hard
+ * raise its hard limits (CAP_SYS_RESOURCE); else the soft limit up to the hard
  * one).  A seccomp filter cannot be undone.  `rshare hub start` and
  * rshared keep what their caller chose.
  * Everything after the clone is raw system calls on memory of its own
