@@ -143,7 +143,8 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		return ret_err(vs_errqueue(p->slot, p->family, m));
 	r = vs_recv(p->slot, m->msg_iov, (int)m->msg_iovlen, flags);
 	if (r >= 0) {
-		m->msg_namelen = 0; /* as Linux TCP: a stream gives no source address */
+		if (m->msg_name) /* as Linux TCP: a stream gives no source address */
+			m->msg_namelen = 0;
 		m->msg_controllen = 0;
 		m->msg_flags = 0;
 	}

@@ -19,6 +19,10 @@
  *          waiting stay for the next read
  *   errq   recvmsg MSG_ERRQUEUE with nothing on the error queue: EAGAIN,
  *          and the 200 bytes waiting stay for the next read
+ *   name   4 bytes waiting, one read each way: recvmsg with no address
+ *          buffer (msg_namelen 77 stays), recvmsg with one (a stream gives
+ *          no source address: the length 0, the buffer untouched), then
+ *          recvfrom both ways the same
  *   peekoff SO_PEEK_OFF (Linux 6.10 on, for TCP): 3000 waiting, the
  *          offset set to 0; each MSG_PEEK starts at it and moves it on,
  *          each read moves it back by what it took; -1 turns it off.
@@ -165,6 +169,30 @@ static void case_errq(void)
 	close(fd);
 }
 
+static void case_name(void)
+{
+	uint8_t b;
+	struct sockaddr_in x;
+	struct iovec v = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_namelen = 77, .msg_iov = &v, .msg_iovlen = 1};
+	socklen_t al = 33;
+	int fd = open_conn();
+	want(fd, 4);
+	memset(&x, 0x55, sizeof(x));
+	printf("name: recvmsg without a buffer %s", ret(recvmsg(fd, &m, 0)));
+	printf(" namelen %u", (unsigned)m.msg_namelen);
+	m.msg_name = &x;
+	m.msg_namelen = sizeof(x);
+	printf(", with one %s", ret(recvmsg(fd, &m, 0)));
+	printf(" namelen %u untouched %d", (unsigned)m.msg_namelen, ((uint8_t *)&x)[0] == 0x55);
+	printf(", recvfrom without %s", ret(recvfrom(fd, &b, 1, 0, NULL, &al)));
+	printf(" len %u", (unsigned)al);
+	al = sizeof(x);
+	printf(", with one %s", ret(recvfrom(fd, &b, 1, 0, (struct sockaddr *)&x, &al)));
+	printf(" len %u untouched %d\n", (unsigned)al, ((uint8_t *)&x)[0] == 0x55);
+	close(fd);
+}
+
 #ifndef SO_PEEK_OFF
 #define SO_PEEK_OFF 42
 #endif
@@ -217,6 +245,7 @@ static int client(const char *addr, int port)
 	case_part();
 	case_oob();
 	case_errq();
+	case_name();
 	case_peekoff();
 	return 0;
 }

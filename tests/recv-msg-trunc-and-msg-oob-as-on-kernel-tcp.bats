@@ -4,14 +4,16 @@
 # recv(NULL, INT_MAX, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_TRUNC)), MSG_TRUNC
 # with MSG_PEEK counts and leaves them, MSG_OOB with no urgent data fails
 # with EINVAL and MSG_ERRQUEUE with an empty error queue with EAGAIN, both
-# taking nothing, and SO_PEEK_OFF (Linux 6.10 on) moves with each peek and
-# read, as on kernel TCP.
+# taking nothing, SO_PEEK_OFF (Linux 6.10 on) moves with each peek and
+# read, and recvmsg and recvfrom give no source address (a given buffer's
+# length set to 0, an absent one's left as it was), as on kernel TCP.
 # tests/recv-flags.c runs once on kernel TCP and once under rshare, across
 # nodes and within one node, and must print the same lines; the stat proves
 # that the rshare runs took the link and the same-node path.  Before,
 # rshare copied into the NULL buffer (the program died of SIGSEGV),
 # MSG_OOB and MSG_ERRQUEUE read the stream's next bytes, and every peek
-# started at the reader whatever SO_PEEK_OFF said.
+# started at the reader whatever SO_PEEK_OFF said, and recvmsg and
+# recvfrom gave the peer's address.
 
 load lib
 
