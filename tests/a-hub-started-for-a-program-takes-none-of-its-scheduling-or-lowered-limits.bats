@@ -63,21 +63,19 @@ may_raise() {
 	prlimit --cpu=300:300 prlimit --cpu=unlimited:unlimited true 2>/dev/null
 }
 
-# want: the reference hub's lines, the processor time limit kept where it
-# cannot go up
+# want: into ref, the reference hub's lines, the processor time limit kept
+# where it cannot go up (not in a $(...), so that its failures fail the test)
 want() {
-	local ref
-	ip netns exec "$NS_B" "$RSHARE" hub start >/dev/null || rs_fail "rshare hub start"
-	ref=$(hub_reads "$NS_B") || rs_fail "no reference hub"
+	ip netns exec "$NS_B" "$RSHARE" hub start >/dev/null || rs_fail "rshare hub start" || return
+	ref=$(hub_reads "$NS_B") || rs_fail "no reference hub" || return
 	if ! may_raise; then
 		ref=$(sed -E 's/Max cpu time [^;]*;/Max cpu time 300 300 seconds ;/' <<<"$ref")
 	fi
-	echo "$ref"
 }
 
 @test "a hub that rshare run starts takes none of the program's affinity, policy, nice value or lowered limits" {
 	local ref got
-	ref=$(want)
+	want
 	ip netns exec "$NS_A" timeout 20 bash -c "$(declare -f wrapped); wrapped \"\$@\"" _ "$RSHARE" run -- true ||
 		rs_fail "rshare run under taskset, nice, chrt and prlimit"
 	got=$(hub_reads "$NS_A") || rs_fail "rshare run started no hub"
@@ -90,7 +88,7 @@ want() {
 	local ref got prog
 	command -v python3 >/dev/null || skip "needs python3"
 	prog='import socket; s = socket.socket(); s.bind(("127.0.0.1", 7031)); s.listen(); print("listened")'
-	ref=$(want)
+	want
 	ip netns exec "$NS_A" timeout 20 bash -c "$(declare -f wrapped); wrapped \"\$@\"" _ \
 		env LD_PRELOAD="$RS_BUILD/librshare.so" python3 -c "$prog" || rs_fail "the program failed"
 	rs_retry 5 hub_reads "$NS_A" >/dev/null || rs_fail "the library started no hub"

@@ -45,19 +45,28 @@ def q(s, req):
     return struct.unpack("i", fcntl.ioctl(s, req, b"\0" * 4))[0]
 
 
+def tryit(name, f):
+    """NAME and what F returned ("ok" for nothing), or NAME: and the errno"""
+    try:
+        r = f()
+        say(name, "ok" if r is None else r)
+    except OSError as x:
+        say(name + ":", err(x))
+
+
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("127.0.0.1", P)); l.listen(8)
 
 
 def pair():
-    c = socket.create_connection(("127.0.0.1", P))
+    """a connection to the listener l of the moment, and its accepted end"""
+    c = socket.create_connection(("127.0.0.1", l.getsockname()[1]))
     a, _ = l.accept()
     return c, a
 
 
 c, a = pair()
 a.shutdown(socket.SHUT_RD); c.sendall(b"x" * 10)
-try: say("read after SHUT_RD:", a.recv(100))
-except OSError as e: say("read after SHUT_RD:", err(e))
+tryit("read after SHUT_RD:", lambda: a.recv(100))
 say("FIONREAD after it", q(a, termios.FIONREAD))
 c.close(); a.close()
 c, a = pair()
@@ -86,8 +95,7 @@ for i in range(200):
     except OSError as x: e = err(x); break
     time.sleep(0.01)
 say("sends to a closed peer before the error:", "one" if sent == 1 else "some" if sent else "none", "then", e)
-try: say("getpeername after", c.getpeername()[0])
-except OSError as x: say("getpeername after:", err(x))
+tryit("getpeername after", lambda: c.getpeername()[0])
 c.close()
 c, a = pair()
 for v in (1, 4096, 100000, 10**7):
@@ -99,8 +107,7 @@ c.sendall(b"z" * 1000); wait_in(a)
 say("SIOCOUTQ", q(c, termios.TIOCOUTQ), "FIONREAD at the peer", q(a, termios.FIONREAD))
 c.close(); a.close()
 c, a = pair()
-try: a.recv(10, socket.MSG_DONTWAIT | socket.MSG_PEEK)
-except OSError as x: say("peek with nothing there:", err(x))
+tryit("peek with nothing there", lambda: a.recv(10, socket.MSG_DONTWAIT | socket.MSG_PEEK))
 c.send(b"hello"); c.shutdown(socket.SHUT_WR)
 say("peek", a.recv(3, socket.MSG_PEEK), "MSG_WAITALL", a.recv(100, socket.MSG_WAITALL), "then", a.recv(10))
 c.close(); a.close()
@@ -116,23 +123,14 @@ for name, f in (("connect again", lambda: c.connect(("127.0.0.1", P))), ("bind",
                 ("listen", lambda: c.listen(1)), ("accept", lambda: c.accept()),
                 ("bind on the accepted", lambda: a.bind(("127.0.0.1", 0))), ("listen on the accepted", lambda: a.listen(1)),
                 ("bind on the listener", lambda: l.bind(("127.0.0.1", 0)))):
-    try: f(); say(name, "ok")
-    except OSError as x: say(name + ":", err(x))
+    tryit(name, f)
 say("still a connection:", c.send(b"k"), a.recv(1))
 c.close(); a.close()
 c = socket.socket(); c.setblocking(False)
-try: c.connect(("127.0.0.1", P))
-except OSError as x: say("nonblocking connect:", err(x))
+tryit("nonblocking connect", lambda: c.connect(("127.0.0.1", P)))
 for name, f in (("bind while connecting", lambda: c.bind(("127.0.0.1", 0))), ("listen while connecting", lambda: c.listen(1))):
-    try: f(); say(name, "ok")
-    except OSError as x: say(name + ":", err(x))
+    tryit(name, f)
 a, _ = l.accept(); c.close(); a.close()
-
-
-def tryit(name, f):
-    try: say(name, f())
-    except OSError as x: say(name + ":", err(x))
-
 
 # a dual-stack listener, a client of each family
 try:
@@ -158,14 +156,6 @@ l = socket.socket()
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("0.0.0.0", P + 1))
 l.listen(8)
-
-
-def pair():
-    c = socket.create_connection(("127.0.0.1", P + 1))
-    a, _ = l.accept()
-    return c, a
-
-
 c, a = pair()
 say("accepted at a wildcard listener: local", a.getsockname()[0], a.getsockname()[1] == P + 1)
 for lvl, opt, name in ((socket.SOL_SOCKET, socket.SO_KEEPALIVE, "SO_KEEPALIVE"), (socket.IPPROTO_TCP, socket.TCP_NODELAY, "TCP_NODELAY"),
