@@ -11,7 +11,8 @@
 #     idles, and carry the last 1 MiB after that;
 #   - every byte verified.
 # On the same node the direction's one ring grows under the blocked
-# writer and goes back the same way.  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
+# writer and goes back the same way; with a reader that never stalls it
+# grows with the flow instead (DELAY=0: the server reads at once).  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
 # the same program reports on kernel TCP.  The hubs' stat shows the sizes
 # and the ring moves; the link carried the bytes.
 # waits: rings that go back after 1 s idle, looked at for seconds (tests/run runs it beside the others)
@@ -38,7 +39,8 @@ counter() {
 	rs_stat "$2" | jq -r --arg k "$1" '.counters[$k]'
 }
 
-# serve NAME PORT [--rshare] [RCVBUF [SNDBUF]]: the server on A, the
+# serve NAME PORT [--rshare] [RCVBUF [SNDBUF]]: the server on A (its
+# reader stalls for $DELAY seconds, 2 unless set), the
 # client on B; $srv and $cli their lines, and for rshare the rings'
 # sizes while the connection idles in $idle_rx and $idle_tx
 serve() {
@@ -46,7 +48,7 @@ serve() {
 	shift 2
 	[[ ${1:-} == --rshare ]] && { pre=--rshare; shift; }
 	rcvbuf=${1:-} sndbuf=${2:-}
-	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/ring-resize" server "$port" 2 $rcvbuf
+	rs_bg "$name-srv" "$NS_A" $pre "$RS_BIN/ring-resize" server "$port" "${DELAY:-2}" $rcvbuf
 	rs_wait_file "$RS_TMP/$name-srv.out" listening 1 10
 	rs_bg "$name-cli" "${CLIENT_NS:-$NS_B}" $pre "$RS_BIN/ring-resize" client $ADDR_A "$port" 256 6 ${sndbuf:+$sndbuf}
 	rs_wait_file "$RS_TMP/$name-cli.out" "client sent" 1 90
@@ -101,5 +103,18 @@ serve() {
 	[[ ${srv%% rcvbuf*} == "${ksrv%% rcvbuf*}" ]] || rs_fail "rshare: $srv, kernel TCP: $ksrv"
 	((lc >= 1)) || rs_fail "the connection did not take the same-node path"
 	((g >= 1)) || rs_fail "the ring did not grow"
+	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
+}
+
+@test "rings: on the same node a fast reader's direction grows with the flow and goes back when idle" {
+	DELAY=0 CLIENT_NS=$NS_A serve kf 7707
+	local ksrv=$srv
+	DELAY=0 CLIENT_NS=$NS_A serve rf 7708 --rshare
+	local f=$(counter tx_rings_grown_with_flow "$NS_A") sh=$(counter tx_rings_shrunk "$NS_A")
+	local lc=$(counter local_connects "$NS_A")
+	echo "# same node, a fast reader: rings grown with the flow $f, shrunk $sh; idle: $idle_tx; $srv" >&3
+	[[ ${srv%% rcvbuf*} == "${ksrv%% rcvbuf*}" ]] || rs_fail "rshare: $srv, kernel TCP: $ksrv"
+	((lc >= 1)) || rs_fail "the connection did not take the same-node path"
+	((f >= 1)) || rs_fail "the ring did not grow with the flow"
 	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
 }

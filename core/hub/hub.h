@@ -422,6 +422,7 @@ struct hub {
 	struct punch *punches;      /* idle rings found, to be punched in one batch (resize.c) */
 	uint32_t npunch;
 	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
+	uint64_t tx_flow_grown; /* ... of them, same-node directions grown with a fast flow */
 	uint64_t reg_bytes;  /* verbs: ring bytes registered now (pool.c) */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
@@ -744,6 +745,7 @@ static inline uint64_t hsock_ring_home(const struct hsock *s)
 }
 /* Grow s's send ring (to the home's default, then double): the new size, or -errno. */
 int hsock_tx_grow(struct hub *h, struct hsock *s);
+int hsock_tx_flow_grow(struct hub *h, struct hsock *s);
 /* The old send ring goes once the writes posted from it completed. */
 void hsock_tx_old_done(struct hsock *s);
 /* Writes of s completed (FULL: its send ring was full before): grow it? */

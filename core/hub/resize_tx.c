@@ -16,6 +16,9 @@
 
 #include "log.h"
 
+/* how far a same-node direction grows with a fast flow */
+#define PAIR_FLOW_MAX (512u << 10)
+
 /* ---- a growth asked for ----
  * A blocked writer holds the ring's lock while it waits for the reply to
  * MSG_TXGROW: nobody writes meanwhile. */
@@ -90,6 +93,22 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 	hsock_resized_add(h, s);
 	h->tx_grown++;
 	return (int)size;
+}
+
+/* A same-node direction whose writer finds it full again and again while
+ * its reader drains it (MSG_TXGROW with arg, vsock_grow.c): as loopback's
+ * buffers grow under a fast reader, up to PAIR_FLOW_MAX, and not when the
+ * reader fixed SO_RCVBUF (the kernel's autotuning stops there too). */
+int hsock_tx_flow_grow(struct hub *h, struct hsock *s)
+{
+	struct hsock *r = s->lp ? h->socks[s->lp->sid[!s->lside]] : NULL;
+	int n;
+	if (!s->lp || !r || r->lp != s->lp || r->rx_fixed || s->lp->size[s->lside] >= PAIR_FLOW_MAX)
+		return -ENOSPC;
+	n = hsock_tx_grow(h, s);
+	if (n > 0)
+		h->tx_flow_grown++;
+	return n;
 }
 
 /* An idle send ring back to its first size: only when empty, nothing in

@@ -172,56 +172,6 @@ VS_INLINE int send_stop(struct xfer *x)
 	return 0;
 }
 
-/* the slot generation + 1 whose send ring the hub will not grow */
-static uint32_t vs_tx_nogrow[CL_SLOTS];
-
-/* The send ring is full and its reader stalled: ask the hub for one twice
- * the size, so that what the kernel's grown buffers would hold fits (up to
- * tcp_wmem's maximum; never when SO_SNDBUF fixed it; on the same node the
- * one ring of the direction grows, core/hub/pair.c).  1 when it grew.  The
- * caller holds the ring's lock, so no other writer sees the move. */
-static inline int send_may_grow(const struct xfer *x)
-{
-	return x->v.size < ARENA_MAX_RING && vs_tx_nogrow[x->slot] != x->as->gen + 1;
-}
-
-static __attribute__((noinline)) int send_grow(struct xfer *x)
-{
-	uint32_t gen = x->as->gen;
-	struct msg_req q = {.op = MSG_TXGROW, .slot = x->slot, .gen = gen};
-	struct msg_rep r = {.status = 0};
-	if (cl_rpc(&q, &r, -1) < 0)
-		return 0;
-	if (r.status) {
-		if (r.status != -EBUSY) /* else: once the old ring's writes completed */
-			vs_tx_nogrow[x->slot] = gen + 1;
-		return 0;
-	}
-	return 1;
-}
-
-/* Grow only for a reader that stalled, not for one that is merely slower:
- * a ring found full with its head where it was VS_STALL_NS ago (a program
- * that writes before it reads, its peer doing the same), never one whose
- * head moves (a link's ring grows with a fast flow in the hub instead:
- * resize.c).  Per slot: the head (+ 1) when the ring was found full, and
- * since when. */
-#define VS_STALL_NS (10 * 1000000ull)
-static uint64_t vs_stall_head[CL_SLOTS], vs_stall_t0[CL_SLOTS];
-
-/* Nanoseconds left before the full ring counts as stalled; 0: it is. */
-static uint64_t stall_left(uint32_t slot, uint64_t head)
-{
-	uint64_t now = sys_now_ns(), el;
-	if (vs_stall_head[slot] != head + 1) {
-		vs_stall_head[slot] = head + 1;
-		vs_stall_t0[slot] = now;
-		return VS_STALL_NS;
-	}
-	el = now - vs_stall_t0[slot];
-	return el >= VS_STALL_NS ? 0 : VS_STALL_NS - el;
-}
-
 /* send_full's wait, spin and sleep, without the ring's lock (as a recv's,
  * recv_wait_unlocked): 0 to look again, 1 to give up (x->ret set) */
 VS_INLINE int send_wait_unlocked(struct xfer *x, uint32_t seq, uint64_t head, uint64_t left, int spin)
@@ -260,11 +210,11 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	int r, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
-	if (!x->nonblock && send_may_grow(x)) {
-		/* a ring below the kernel's default (verbs starts small) grows
-		 * the first time it is full, stalled reader or not */
-		left = x->v.size < ARENA_DEFAULT_RING ? 0 : stall_left(x->slot, head);
-		if (!left && send_grow(x))
+	if (!x->nonblock && vs_tx_may_grow(x->slot, as->gen, x->v.size)) { /* vsock_grow.c */
+		if (x->v.d && vs_tx_flow_fast(x->slot, as->gen, head) && vs_tx_grow(x->slot, as->gen, 1))
+			return 0;
+		left = x->v.size < ARENA_DEFAULT_RING ? 0 : vs_tx_stall_left(x->slot, head);
+		if (!left && vs_tx_grow(x->slot, as->gen, 0))
 			return 0;
 	}
 	if (x->nonblock) {
@@ -325,7 +275,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		head = ring_load(&x.v.c->head);
 		space = tail - head >= x.v.size ? 0 : x.v.size - (tail - head);
 		if (!grown && !x.v.d && space < x.want - x.total && x.v.size < ARENA_DEFAULT_RING &&
-		    send_may_grow(&x)) {
+		    vs_tx_may_grow(slot, as->gen, x.v.size)) {
 			/* a link's ring below the kernel's default (verbs, idle) grows
 			 * before the first byte of a write that does not fit:
 			 * kernel TCP takes such a write whole, so nothing the
@@ -333,7 +283,7 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 			 * the call returns */
 			grown = 1;
 			vs_ring_leave(&as->tx_in);
-			send_grow(&x);
+			vs_tx_grow(slot, as->gen, 0);
 			continue;
 		}
 		if (space == 0) {
