@@ -117,4 +117,10 @@ serve() {
 	((lc >= 1)) || rs_fail "the connection did not take the same-node path"
 	((f >= 1)) || rs_fail "the ring did not grow with the flow"
 	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
+	# a reader that set SO_RCVBUF keeps its ring as it is, as the kernel
+	# stops autotuning a buffer the program sized
+	DELAY=0 CLIENT_NS=$NS_A serve rg 7709 --rshare 65536
+	local f2=$(counter tx_rings_grown_with_flow "$NS_A")
+	[[ $srv == *verified=1* ]] || rs_fail "with SO_RCVBUF: $srv"
+	((f2 == f)) || rs_fail "a ring whose reader set SO_RCVBUF grew with the flow ($f, then $f2)"
 }

@@ -480,6 +480,8 @@ static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *
 	if (a) {
 		a->rx_size = ls->rx_size;
 		a->tx_size = ls->tx_size;
+		a->tx_fixed = ls->tx_fixed; /* inherited, as by admit()'s */
+		a->rx_fixed = ls->rx_fixed;
 	}
 	if (!a || hpair_join(h, s, a) < 0 || sid_push(&ls->q, &ls->qlen, &ls->qcap, a->sid) < 0) {
 		if (a)
