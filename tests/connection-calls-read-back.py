@@ -5,7 +5,8 @@ line each: a read after shutdown(SHUT_RD) and FIONREAD; sendfile from FILE
 (written here) at an offset and at the file's; TCP_CORK and MSG_MORE; a
 peer's close (readiness, getpeername, TCP_INFO's state, sends until
 EPIPE); SO_RCVBUF and SO_SNDBUF read back; SIOCOUTQ of bytes the peer holds
-unread; MSG_PEEK and MSG_WAITALL; poll of a listener and of both ends of a
+unread; nonblocking sends of 1 MiB the peer does not read yet (loopback's
+send buffer takes a few MiB before EAGAIN); MSG_PEEK and MSG_WAITALL; poll of a listener and of both ends of a
 shutdown(SHUT_RDWR); connect, bind, listen and accept on a connection (made,
 accepted, or under way) and bind on a listener; then a dual-stack
 listener's names for a client of each family, option defaults of a
@@ -105,6 +106,17 @@ c.close(); a.close()
 c, a = pair()
 c.sendall(b"z" * 1000); wait_in(a)
 say("SIOCOUTQ", q(c, termios.TIOCOUTQ), "FIONREAD at the peer", q(a, termios.FIONREAD))
+c.close(); a.close()
+c, a = pair()
+c.setblocking(False)
+n = tot = c.send(b"w" * (1 << 20))
+while True:
+    try: tot += c.send(b"w" * (1 << 20))
+    except BlockingIOError: break
+say("nonblocking send of 1 MiB, the peer not reading:", n, "taken before EAGAIN:", "3 MiB or more" if tot >= 3 << 20 else tot)
+got = 0
+while got < tot: got += len(a.recv(1 << 20))
+say("the peer reads them all", got == tot)
 c.close(); a.close()
 c, a = pair()
 tryit("peek with nothing there", lambda: a.recv(10, socket.MSG_DONTWAIT | socket.MSG_PEEK))

@@ -12,7 +12,8 @@
 #   - every byte verified.
 # On the same node the direction's one ring grows under the blocked
 # writer and goes back the same way; with a reader that never stalls it
-# grows with the flow instead (DELAY=0: the server reads at once).  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
+# grows too, to take each write whole as loopback's send buffer does
+# (DELAY=0: the server reads at once), unless the reader set SO_RCVBUF.  SO_RCVBUF and SO_SNDBUF fix the rings, and getsockopt then reports what
 # the same program reports on kernel TCP.  The hubs' stat shows the sizes
 # and the ring moves; the link carried the bytes.
 # waits: rings that go back after 1 s idle, looked at for seconds (tests/run runs it beside the others)
@@ -106,21 +107,21 @@ serve() {
 	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
 }
 
-@test "rings: on the same node a fast reader's direction grows with the flow and goes back when idle" {
+@test "rings: on the same node a fast reader's direction grows to take each write whole and goes back when idle" {
 	DELAY=0 CLIENT_NS=$NS_A serve kf 7707
 	local ksrv=$srv
 	DELAY=0 CLIENT_NS=$NS_A serve rf 7708 --rshare
-	local f=$(counter tx_rings_grown_with_flow "$NS_A") sh=$(counter tx_rings_shrunk "$NS_A")
+	local f=$(counter tx_rings_grown_to_fit "$NS_A") sh=$(counter tx_rings_shrunk "$NS_A")
 	local lc=$(counter local_connects "$NS_A")
-	echo "# same node, a fast reader: rings grown with the flow $f, shrunk $sh; idle: $idle_tx; $srv" >&3
+	echo "# same node, a fast reader: rings grown to fit a write $f, shrunk $sh; idle: $idle_tx; $srv" >&3
 	[[ ${srv%% rcvbuf*} == "${ksrv%% rcvbuf*}" ]] || rs_fail "rshare: $srv, kernel TCP: $ksrv"
 	((lc >= 1)) || rs_fail "the connection did not take the same-node path"
-	((f >= 1)) || rs_fail "the ring did not grow with the flow"
+	((f >= 1)) || rs_fail "the ring did not grow to take a write"
 	((sh >= 1 && idle_tx == 131072)) || rs_fail "the idle ring is $idle_tx (shrunk $sh)"
 	# a reader that set SO_RCVBUF keeps its ring as it is, as the kernel
 	# stops autotuning a buffer the program sized
 	DELAY=0 CLIENT_NS=$NS_A serve rg 7709 --rshare 65536
-	local f2=$(counter tx_rings_grown_with_flow "$NS_A")
+	local f2=$(counter tx_rings_grown_to_fit "$NS_A")
 	[[ $srv == *verified=1* ]] || rs_fail "with SO_RCVBUF: $srv"
-	((f2 == f)) || rs_fail "a ring whose reader set SO_RCVBUF grew with the flow ($f, then $f2)"
+	((f2 == f)) || rs_fail "a ring whose reader set SO_RCVBUF grew to take a write ($f, then $f2)"
 }

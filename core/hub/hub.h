@@ -422,7 +422,7 @@ struct hub {
 	struct punch *punches;      /* idle rings found, to be punched in one batch (resize.c) */
 	uint32_t npunch;
 	uint64_t rx_grown, rx_shrunk, tx_grown, tx_shrunk; /* rings moved to a larger or smaller one */
-	uint64_t tx_flow_grown; /* ... of them, same-node directions grown with a fast flow */
+	uint64_t tx_fit_grown; /* ... of them, same-node directions grown to take a write whole */
 	uint64_t reg_bytes;  /* verbs: ring bytes registered now (pool.c) */
 	struct pairseg *segs;       /* pair segments (pair.c) */
 	uint32_t next_seg_id;
@@ -661,7 +661,7 @@ struct ring *hpair_ring(struct hsock *s, int tx); /* its counters: the one it se
 struct pair_dir *hpair_dir(struct hsock *s, int tx);
 int hpair_fd(struct hub *h, struct hsock *s, uint64_t *id, uint64_t *bytes); /* the segment's memfd */
 void hpair_sweep(struct hub *h);                  /* segments of pools that are gone */
-int hpair_grow(struct hub *h, struct hsock *s);   /* double s's send ring: its size, or -errno */
+int hpair_grow(struct hub *h, struct hsock *s, uint64_t size); /* s's send ring to SIZE (at most twice: 0): its size, or -errno */
 int hpair_move(struct hub *h, struct hsock *s, uint64_t size); /* ... to SIZE, nobody in it */
 /* The counters of s's receive (tx 0) or send (tx 1) ring, wherever they are. */
 static inline struct ring *hsock_ring(struct hsock *s, int tx)
@@ -745,7 +745,7 @@ static inline uint64_t hsock_ring_home(const struct hsock *s)
 }
 /* Grow s's send ring (to the home's default, then double): the new size, or -errno. */
 int hsock_tx_grow(struct hub *h, struct hsock *s);
-int hsock_tx_flow_grow(struct hub *h, struct hsock *s);
+int hsock_tx_fit(struct hub *h, struct hsock *s, uint64_t need);
 /* The old send ring goes once the writes posted from it completed. */
 void hsock_tx_old_done(struct hsock *s);
 /* Writes of s completed (FULL: its send ring was full before): grow it? */

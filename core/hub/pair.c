@@ -261,8 +261,9 @@ struct ring *hpair_ring(struct hsock *s, int tx)
 }
 
 /* ---- rings that grow ----
- * A writer that finds its ring full asks for one twice the size
- * (MSG_TXGROW), up to tcp_wmem's maximum, as for a link.  The hub copies
+ * A writer asks for a larger ring (MSG_TXGROW, up to tcp_wmem's maximum):
+ * twice the size when it finds its ring full and its reader stalled, as
+ * for a link, or one that takes its write whole (resize_tx.c).  The hub copies
  * the unread bytes into a new ring at the same stream positions, gives
  * both slots the new geometry, and answers; the writer, which holds the
  * ring's lock and waits, writes into the new ring only.  The reader may
@@ -327,10 +328,11 @@ static int dir_move(struct hub *h, struct hsock *s, uint64_t size, int keep)
 	return (int)size;
 }
 
-int hpair_grow(struct hub *h, struct hsock *s)
+int hpair_grow(struct hub *h, struct hsock *s, uint64_t size)
 {
 	struct lpair *lp = s->lp;
-	uint64_t size = lp->size[s->lside] * 2;
+	if (size <= lp->size[s->lside])
+		size = lp->size[s->lside] * 2;
 	if (size > h->tx_max || lp->nold[s->lside] == 12)
 		return -ENOSPC;
 	return dir_move(h, s, size, 1);

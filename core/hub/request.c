@@ -399,7 +399,7 @@ static void req_txgrow(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		r->rep.status = -EBADF;
 		return;
 	}
-	n = q->arg ? hsock_tx_flow_grow(h, s) : hsock_tx_grow(h, s);
+	n = q->arg == 1 ? hsock_tx_fit(h, s, q->txsize) : hsock_tx_grow(h, s);
 	if (n < 0)
 		r->rep.status = n;
 	else

@@ -16,9 +16,6 @@
 
 #include "log.h"
 
-/* how far a same-node direction grows with a fast flow */
-#define PAIR_FLOW_MAX (512u << 10)
-
 /* ---- a growth asked for ----
  * A blocked writer holds the ring's lock while it waits for the reply to
  * MSG_TXGROW: nobody writes meanwhile. */
@@ -62,7 +59,7 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 	uint32_t lkey = s->tx_lkey;
 	int r;
 	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
-		r = hpair_grow(h, s); /* same node: the one ring both sides use */
+		r = hpair_grow(h, s, 0); /* same node: the one ring both sides use */
 		if (r > 0) {
 			h->tx_grown++;
 			hsock_resized_add(h, s);
@@ -95,19 +92,27 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 	return (int)size;
 }
 
-/* A same-node direction whose writer finds it full again and again while
- * its reader drains it (MSG_TXGROW with arg, vsock_grow.c): as loopback's
- * buffers grow under a fast reader, up to PAIR_FLOW_MAX, and not when the
- * reader fixed SO_RCVBUF (the kernel's autotuning stops there too). */
-int hsock_tx_flow_grow(struct hub *h, struct hsock *s)
+/* A same-node direction too small for the write its writer is making
+ * (MSG_TXGROW with arg 1, txsize NEED: the bytes unread plus the write's,
+ * vsock_grow.c) grows to the power of two that holds them, at least twice
+ * its size and at most tcp_wmem's maximum: loopback's send buffer is that
+ * maximum from the start, and kernel TCP takes such a write whole.  Not
+ * when the writer fixed SO_SNDBUF, or the reader SO_RCVBUF. */
+int hsock_tx_fit(struct hub *h, struct hsock *s, uint64_t need)
 {
 	struct hsock *r = s->lp ? h->socks[s->lp->sid[!s->lside]] : NULL;
+	uint64_t size = ARENA_MIN_RING;
 	int n;
-	if (!s->lp || !r || r->lp != s->lp || r->rx_fixed || s->lp->size[s->lside] >= PAIR_FLOW_MAX)
-		return -ENOSPC;
-	n = hsock_tx_grow(h, s);
-	if (n > 0)
-		h->tx_flow_grown++;
+	if (s->state != HS_ESTABLISHED || !s->as || !s->lp || !r || r->lp != s->lp || s->tx_fixed || r->rx_fixed ||
+	    s->fin_pending)
+		return -EPERM;
+	while (size < need && size < h->tx_max)
+		size <<= 1;
+	if ((n = hpair_grow(h, s, size)) > 0) {
+		h->tx_grown++;
+		h->tx_fit_grown++;
+		hsock_resized_add(h, s);
+	}
 	return n;
 }
 

@@ -128,7 +128,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"route_wake_ns\":%llu,\"wake_ns\":%llu,"
 		  "\"posts\":%llu,\"post_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
-		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_grown_with_flow\":%llu,\"tx_rings_shrunk\":%llu,"
+		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_grown_to_fit\":%llu,\"tx_rings_shrunk\":%llu,"
 		  "\"procs_refused\":%llu,\"limit_refused\":%llu,\"rings_punched\":%llu,\"registered_bytes\":%llu,\"registered_idle_bytes\":%llu,"
 		  "\"readiness_held\":%u,\"readiness_kept\":%u,\"keepers\":%u,\"passes_in_flight\":%u,\"passes_taken\":%u,"
 		  "\"links_lost\":%llu,\"conns_resumed\":%llu,\"conns_expired\":%llu,\"conns_waiting\":%u,"
@@ -144,7 +144,7 @@ static void json_head(struct sb *s, struct hub *h)
 		  (unsigned long long)h->post_ns, nsegs(h),
 		  (unsigned long long)(h->spin_ns / 1000), (unsigned long long)h->rx_grown,
 		  (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,
-		  (unsigned long long)h->tx_flow_grown, (unsigned long long)h->tx_shrunk,
+		  (unsigned long long)h->tx_fit_grown, (unsigned long long)h->tx_shrunk,
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused,
 		  (unsigned long long)h->rings_punched, (unsigned long long)h->reg_bytes,
 		  (unsigned long long)reg_idle(h), h->keep_local, h->keep_kept, keepers_alive(h), h->npasses,
@@ -297,10 +297,10 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "restarts: %u, refused %u%s%s; hubs that took over from one that died: %u\n", h->restarts,
 		  h->restarts_refused, h->restart_refused ? ": " : "", h->restart_refused ? h->restart_refused : "",
 		  h->successions);
-	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu (%llu of them with a same-node flow) "
+	sb_printf(s, "rings: receive grown %llu shrunk %llu, send grown %llu (%llu of them same-node, to take a write whole) "
 		  "shrunk %llu, %llu bytes registered (%llu of them kept for free rings)\n",
 		  (unsigned long long)h->rx_grown, (unsigned long long)h->rx_shrunk, (unsigned long long)h->tx_grown,
-		  (unsigned long long)h->tx_flow_grown, (unsigned long long)h->tx_shrunk, (unsigned long long)h->reg_bytes,
+		  (unsigned long long)h->tx_fit_grown, (unsigned long long)h->tx_shrunk, (unsigned long long)h->reg_bytes,
 		  (unsigned long long)reg_idle(h));
 	sb_printf(s, "refused: %llu processes (no descriptor left), %llu requests over a limit\n",
 		  (unsigned long long)h->procs_refused, (unsigned long long)h->limit_refused);

@@ -210,11 +210,11 @@ VS_INLINE int send_full(struct xfer *x, uint32_t seq, uint64_t head)
 	int r, spin;
 	/* blocking writers only: a nonblocking one is told EAGAIN and woken
 	 * through its readiness descriptor, which the growth would not track */
-	if (!x->nonblock && vs_tx_may_grow(x->slot, as->gen, x->v.size)) { /* vsock_grow.c */
-		if (x->v.d && vs_tx_flow_fast(x->slot, as->gen, head) && vs_tx_grow(x->slot, as->gen, 1))
-			return 0;
+	if (!x->nonblock && vs_tx_may_grow(x->slot, as->gen, x->v.size)) {
+		/* a ring below the kernel's default (verbs starts small) grows
+		 * the first time it is full, stalled reader or not (vsock_grow.c) */
 		left = x->v.size < ARENA_DEFAULT_RING ? 0 : vs_tx_stall_left(x->slot, head);
-		if (!left && vs_tx_grow(x->slot, as->gen, 0))
+		if (!left && vs_tx_grow(x->slot, as->gen))
 			return 0;
 	}
 	if (x->nonblock) {
@@ -274,16 +274,21 @@ VS_INLINE ssize_t send_call(uint32_t slot, const struct iovec *iov, int iovcnt, 
 		tail = atomic_load_explicit(&x.v.c->tail, memory_order_relaxed);
 		head = ring_load(&x.v.c->head);
 		space = tail - head >= x.v.size ? 0 : x.v.size - (tail - head);
-		if (!grown && !x.v.d && space < x.want - x.total && x.v.size < ARENA_DEFAULT_RING &&
-		    vs_tx_may_grow(slot, as->gen, x.v.size)) {
-			/* a link's ring below the kernel's default (verbs, idle) grows
-			 * before the first byte of a write that does not fit:
-			 * kernel TCP takes such a write whole, so nothing the
-			 * peer answers to its first part (a reset) comes before
-			 * the call returns */
+		if (!grown && space < x.want - x.total &&
+		    (x.v.d ? vs_tx_may_fit(slot, as->gen, x.v.size)
+			   : x.v.size < ARENA_DEFAULT_RING && vs_tx_may_grow(slot, as->gen, x.v.size))) {
+			/* kernel TCP takes such a write whole: on one node the
+			 * ring grows to hold it, as loopback's send buffer would
+			 * (vsock_grow.c); a link's ring below the kernel's default
+			 * (verbs, idle) grows before the write's first byte, so
+			 * that nothing the peer answers to its first part (a
+			 * reset) comes before the call returns */
 			grown = 1;
 			vs_ring_leave(&as->tx_in);
-			vs_tx_grow(slot, as->gen, 0);
+			if (x.v.d)
+				vs_tx_fit(slot, as->gen, x.v.size, tail - head + (x.want - x.total));
+			else
+				vs_tx_grow(slot, as->gen);
 			continue;
 		}
 		if (space == 0) {

@@ -146,12 +146,14 @@ int vs_spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, ui
 		 _Atomic uint64_t *alt) VS_HIDDEN;
 int vs_wait_seq(struct arena_slot *as, uint32_t seq) VS_HIDDEN;
 int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns) VS_HIDDEN; /* or -ETIMEDOUT */
-/* vsock_grow.c: a full send ring that may grow, asks to (FLOW: for a
- * fast same-node flow; 1 grown), and the two reasons to */
+/* vsock_grow.c: a send ring that may grow twice as large, and asks to,
+ * for a stalled reader; a same-node one that may grow to hold a write,
+ * and asks to (1: grown); how long until a full ring counts as stalled */
 int vs_tx_may_grow(uint32_t slot, uint32_t gen, uint64_t size) VS_HIDDEN;
-int vs_tx_grow(uint32_t slot, uint32_t gen, int flow) VS_HIDDEN;
+int vs_tx_grow(uint32_t slot, uint32_t gen) VS_HIDDEN;
+int vs_tx_may_fit(uint32_t slot, uint32_t gen, uint64_t size) VS_HIDDEN;
+int vs_tx_fit(uint32_t slot, uint32_t gen, uint64_t size, uint64_t need) VS_HIDDEN;
 uint64_t vs_tx_stall_left(uint32_t slot, uint64_t head) VS_HIDDEN;
-int vs_tx_flow_fast(uint32_t slot, uint32_t gen, uint64_t head) VS_HIDDEN;
 /* vsock_poll.c: the readiness descriptor claimed more than is true */
 void vs_rx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
 void vs_tx_settle(uint32_t slot, struct arena_slot *as) VS_HIDDEN;
