@@ -15,7 +15,11 @@
 # shutdown(SHUT_RD), a peer's close, buffer sizes, peeks, polls, a
 # dual-stack listener's names, option defaults, zero-length and vector
 # calls, half-close, a reset and calls on a socket never connected read
-# back the same.  The program's transcript under
+# back the same; and the other end of a connection that one end closed,
+# shut down or reset finds its end of stream (or the reset) at once, as
+# on loopback, where a close that told the hub without waiting left it
+# for a nonblocking recv of the same process to find later
+# (tests/the-other-end-after-a-close.c).  The program's transcript under
 # rshare must be the one on kernel TCP, and stat proves that its
 # connections were rshare's.  Both runs are in a namespace of the test's
 # own, so that the hub `rshare run` starts there ends with the test.
@@ -42,4 +46,15 @@ teardown() {
 	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
 	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
 	((n == 15)) || rs_fail "the hub counted $n same-node connections, want 15"
+}
+
+@test "the other end, looked at the moment one end closed, shut down or reset, answers as on kernel TCP" {
+	local prog=$RS_BIN/the-other-end-after-a-close plain pre n
+	plain=$(ip netns exec "$NS_A" timeout 60 "$prog" 2>&1)
+	pre=$(ip netns exec "$NS_A" timeout 60 "$RSHARE" run -- "$prog" 2>&1)
+	echo "# $(head -1 <<<"$plain")" >&3
+	[[ $(grep -c . <<<"$plain") == 6 ]] || rs_fail "kernel TCP: '$plain'"
+	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
+	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
+	((n == 3000)) || rs_fail "the hub counted $n same-node connections, want 3000"
 }

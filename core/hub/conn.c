@@ -495,6 +495,10 @@ static void local_admit(struct hub *h, struct hsock *ls, const struct wire_ctl *
 	}
 	a->state = HS_ESTABLISHED;
 	a->peer = c->src;
+	if (a->pool == s->pool) { /* one pool holds both ends: a close waits (vsock.c) */
+		atomic_fetch_or(&a->as->flags, SLOTF_PAIR_POOL);
+		atomic_fetch_or(&s->as->flags, SLOTF_PAIR_POOL);
+	}
 	accepted_addrs(a, ls, c);
 	s->state = HS_ESTABLISHED;
 	s->peer = tag_imm(a->sid, a->gen);

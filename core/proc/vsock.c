@@ -229,11 +229,17 @@ static int release(uint32_t slot, uint32_t gen, int abort, int late)
 	 * is here (and would find this socket's readiness descriptor). */
 	int pf = atomic_exchange(&vs_poll_fds[slot], 0) - 1;
 	int self = atomic_exchange(&vs_poll_selfs[slot], 0);
-	if (pf < 0) {
+	if (pf < 0 && !(atomic_load(&cl_slot(slot)->flags) & SLOTF_PAIR_POOL)) {
 		/* nothing to learn from the answer: ask for none (the hub handles
 		 * this process's requests in order, so later ones see it done) */
 		q.arg |= MSG_RELEASE_NOREPLY;
 		return cl_rpc(&q, NULL, -1) < 0 ? -ECONNRESET : 1;
+	}
+	if (pf < 0) {
+		/* the other end is this pool's, so maybe this process's, which
+		 * on loopback finds its end of stream (or reset) the moment
+		 * close returns: wait until the hub marked it */
+		return cl_rpc(&q, &r, -1) < 0 ? -ECONNRESET : r.status ? r.status : 1;
 	}
 	if (vs_poll_forget)
 		nsets = vs_poll_forget(slot, pf, sets, VS_FORGET_SETS);

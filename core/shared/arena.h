@@ -73,6 +73,8 @@ enum slot_state {
 #define SLOTF_RESET    0x20u  /* the connection was reset (readable, as the kernel's) */
 #define SLOTF_SMALL    0x40u  /* its rings start below ARENA_DEFAULT_RING and grow to it
 				* when used (verbs): SO_RCVBUF/SO_SNDBUF report that */
+#define SLOTF_PAIR_POOL 0x80u /* same node, the other end's slot in this pool too: its
+				* last close waits for the hub, which marks that end first */
 
 /* pending_ops: what a process asks of the hub through the doorbell */
 #define SLOTOP_TX     0x1u   /* tx.tail moved: send */
