@@ -408,6 +408,7 @@ struct hub {
 	uint32_t ka_time_s, ka_intvl_s, ka_probes; /* net.ipv4.tcp_keepalive_*: a program's defaults */
 	uint32_t tx_max;            /* the largest a send ring grows to: tcp_wmem's maximum */
 	uint32_t rx_max;            /* ... a receive ring: tcp_rmem's maximum */
+	uint64_t pair_pressure;     /* same-node rings grow no more past these bytes: tcp_mem's pressure */
 	/* readiness descriptors to reflect once the reap ends, one look for
 	 * all of a socket's completions in it (ready.c), while reflect_defer */
 	uint32_t *reflect, nreflect, reflect_cap;

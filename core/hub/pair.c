@@ -261,7 +261,9 @@ struct ring *hpair_ring(struct hsock *s, int tx)
 }
 
 /* ---- rings that grow ----
- * A writer asks for a larger ring (MSG_TXGROW, up to tcp_wmem's maximum):
+ * A writer asks for a larger ring (MSG_TXGROW, up to tcp_wmem's maximum,
+ * and none while the node's same-node rings hold more than tcp_mem's
+ * pressure value):
  * twice the size when it finds its ring full and its reader stalled, as
  * for a link, or one that takes its write whole (resize_tx.c).  The hub copies
  * the unread bytes into a new ring at the same stream positions, gives
@@ -328,6 +330,15 @@ static int dir_move(struct hub *h, struct hsock *s, uint64_t size, int keep)
 	return (int)size;
 }
 
+/* the bytes of the node's same-node rings, all segments together */
+static uint64_t pair_bytes(const struct hub *h)
+{
+	uint64_t n = 0;
+	for (const struct pairseg *g = h->segs; g; g = g->next)
+		n += arena_in_use(g->alloc);
+	return n;
+}
+
 int hpair_grow(struct hub *h, struct hsock *s, uint64_t size)
 {
 	struct lpair *lp = s->lp;
@@ -335,6 +346,9 @@ int hpair_grow(struct hub *h, struct hsock *s, uint64_t size)
 		size = lp->size[s->lside] * 2;
 	if (size > h->tx_max || lp->nold[s->lside] == 12)
 		return -ENOSPC;
+	/* as the kernel's buffers stop growing under TCP memory pressure */
+	if (h->pair_pressure && pair_bytes(h) + size > h->pair_pressure)
+		return -EBUSY; /* for now: the writer may ask again later */
 	return dir_move(h, s, size, 1);
 }
 
