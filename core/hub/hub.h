@@ -663,6 +663,7 @@ struct pair_dir *hpair_dir(struct hsock *s, int tx);
 int hpair_fd(struct hub *h, struct hsock *s, uint64_t *id, uint64_t *bytes); /* the segment's memfd */
 void hpair_sweep(struct hub *h);                  /* segments of pools that are gone */
 int hpair_grow(struct hub *h, struct hsock *s, uint64_t size); /* s's send ring to SIZE (at most twice: 0): its size, or -errno */
+uint64_t hpair_pressure(void); /* tcp_mem's pressure value in bytes: same-node rings grow no more past it */
 int hpair_move(struct hub *h, struct hsock *s, uint64_t size); /* ... to SIZE, nobody in it */
 /* The counters of s's receive (tx 0) or send (tx 1) ring, wherever they are. */
 static inline struct ring *hsock_ring(struct hsock *s, int tx)

@@ -488,27 +488,6 @@ int hub_open_verbs(struct hub *h)
 	return 0;
 }
 
-/* tcp_mem's second value (the kernel's TCP memory pressure) in bytes: the
- * same-node rings of the node together grow no further past it (pair.c),
- * as the kernel's buffers stop growing.  A network namespace other than
- * the first has no tcp_mem (it is the machine's): then what the kernel
- * sets it to at boot, a sixteenth of the memory. */
-static uint64_t hub_mem_pressure(void)
-{
-	unsigned long lo = 0, press = 0, hi = 0;
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	long pages = sysconf(_SC_PHYS_PAGES);
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_mem", "r");
-	int n = 0;
-	if (f) {
-		n = fscanf(f, "%lu %lu %lu", &lo, &press, &hi);
-		fclose(f);
-	}
-	if (n == 3)
-		return (uint64_t)press * page;
-	return pages > 0 ? (uint64_t)pages / 16 * page : 0;
-}
-
 /* tcp_wmem's (tx) or tcp_rmem's maximum in this network namespace, as
  * the largest ring size not above it (at most 4 MiB): a send or receive
  * ring grows up to it, as the kernel's buffers.  Without the file: 128
@@ -598,7 +577,7 @@ int hub_main(int argc, char **argv)
 	h->spin_ns = (uint64_t)(cf.spin_us >= 0 ? cf.spin_us : CFG_DEFAULT_SPIN_US) * 1000;
 	h->tx_max = hub_mem_max(1);
 	h->rx_max = hub_mem_max(0);
-	h->pair_pressure = hub_mem_pressure();
+	h->pair_pressure = hpair_pressure();
 	r = hub_warden(h, !h->no_warden);
 	log_info("hub stopping");
 	return r;

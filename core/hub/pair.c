@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -328,6 +329,27 @@ static int dir_move(struct hub *h, struct hsock *s, uint64_t size, int keep)
 		  lp->dir[d], (unsigned long long)size, (unsigned long long)off,
 		  (unsigned long long)(tail - ring_load(&pd->r.head)));
 	return (int)size;
+}
+
+/* tcp_mem's second value (the kernel's TCP memory pressure) in bytes: the
+ * same-node rings of the node together grow no further past it (pair.c),
+ * as the kernel's buffers stop growing.  A network namespace other than
+ * the first has no tcp_mem (it is the machine's): then what the kernel
+ * sets it to at boot, a sixteenth of the memory. */
+uint64_t hpair_pressure(void)
+{
+	unsigned long lo = 0, press = 0, hi = 0;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	long pages = sysconf(_SC_PHYS_PAGES);
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_mem", "r");
+	int n = 0;
+	if (f) {
+		n = fscanf(f, "%lu %lu %lu", &lo, &press, &hi);
+		fclose(f);
+	}
+	if (n == 3)
+		return (uint64_t)press * page;
+	return pages > 0 ? (uint64_t)pages / 16 * page : 0;
 }
 
 /* the bytes of the node's same-node rings, all segments together */
