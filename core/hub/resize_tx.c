@@ -53,20 +53,27 @@ static void tx_place(struct hsock *s, uint64_t off, uint64_t size, uint32_t lkey
 	__atomic_store_n(&s->as->tx.size, size, __ATOMIC_RELEASE);
 }
 
+/* Same node: the one ring both sides use, to SIZE (0: twice its size). */
+static int pair_tx_grow(struct hub *h, struct hsock *s, uint64_t size)
+{
+	int r;
+	if (s->state != HS_ESTABLISHED || !s->as || s->tx_fixed || s->fin_pending)
+		return -EPERM;
+	if ((r = hpair_grow(h, s, size)) > 0) {
+		h->tx_grown++;
+		hsock_resized_add(h, s);
+	}
+	return r;
+}
+
 int hsock_tx_grow(struct hub *h, struct hsock *s)
 {
 	uint64_t size = s->tx_size < ARENA_DEFAULT_RING ? ARENA_DEFAULT_RING : s->tx_size * 2, off, tail;
 	uint32_t lkey = s->tx_lkey;
 	int r;
-	if (s->state == HS_ESTABLISHED && s->lp && s->as && !s->tx_fixed && !s->fin_pending) {
-		r = hpair_grow(h, s, 0); /* same node: the one ring both sides use */
-		if (r > 0) {
-			h->tx_grown++;
-			hsock_resized_add(h, s);
-		}
-		return r;
-	}
-	if (s->state != HS_ESTABLISHED || s->lp || !s->as || !s->link || s->tx_fixed || s->fin_pending)
+	if (s->lp)
+		return pair_tx_grow(h, s, 0);
+	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->tx_fixed || s->fin_pending)
 		return -EPERM;
 	if (size > h->tx_max)
 		return -ENOSPC;
@@ -101,18 +108,12 @@ int hsock_tx_grow(struct hub *h, struct hsock *s)
 int hsock_tx_fit(struct hub *h, struct hsock *s, uint64_t need)
 {
 	struct hsock *r = s->lp ? h->socks[s->lp->sid[!s->lside]] : NULL;
-	uint64_t size = ARENA_MIN_RING;
+	uint64_t size = arena_ring_size(need);
 	int n;
-	if (s->state != HS_ESTABLISHED || !s->as || !s->lp || !r || r->lp != s->lp || s->tx_fixed || r->rx_fixed ||
-	    s->fin_pending)
+	if (!r || r->lp != s->lp || r->rx_fixed)
 		return -EPERM;
-	while (size < need && size < h->tx_max)
-		size <<= 1;
-	if ((n = hpair_grow(h, s, size)) > 0) {
-		h->tx_grown++;
+	if ((n = pair_tx_grow(h, s, size < h->tx_max ? size : h->tx_max)) > 0)
 		h->tx_fit_grown++;
-		hsock_resized_add(h, s);
-	}
 	return n;
 }
 
