@@ -202,6 +202,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
 		int r, nfd, nf = -1;
+		uint32_t seq = atomic_load(&ls->wake_seq);
 		while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
 			;
 		/* a connection accepted nonblocking, or from a nonblocking
@@ -244,6 +245,14 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			return -1;
 		}
 		vs_sig_mark(mark);
+		if (vs_accept_spin(p->slot, seq)) {
+			/* a handler that ran meanwhile ends it as it ends the poll */
+			if (vs_sig_since(mark, tmo)) {
+				errno = EINTR;
+				return -1;
+			}
+			continue;
+		}
 		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
 		if (r < 0 && errno == EINTR && (tmo || !vs_sig_restarts(mark)))
 			return -1;

@@ -156,6 +156,7 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
  * too where the hub could make one (else *pfd is -1), which the caller
  * makes the program's descriptor (vs_poll_is) */
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd);
+int vs_accept_spin(uint32_t slot, uint32_t seq);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);

@@ -466,6 +466,17 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 	}
 }
 
+/* A blocked accept polls the listener for a while before it sleeps, as a
+ * recv polls its ring: a pre-fork or thread-per-connection server is back
+ * in accept before its next client connects, and finds it without the
+ * wake-up of a sleeping thread.  1 when the listener's word moved past
+ * SEQ (read before the listener was last found empty). */
+int vs_accept_spin(uint32_t slot, uint32_t seq)
+{
+	struct arena_slot *as = cl_slot(slot);
+	return vs_spin_ring(&as->wake_seq, seq, NULL, 0, NULL);
+}
+
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd)
 {
 	struct msg_req q = {.op = MSG_ACCEPT, .slot = slot, .gen = gen, .arg = pfd ? MSG_ACCEPT_POLLFD : 0};

@@ -83,8 +83,8 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 	return wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1, NULL);
 }
 
-/* Adaptive waiting: spin for the counter to leave old (or the hub to
- * signal anything), giving the CPU to others now and then; 1 when
+/* Adaptive waiting: spin for the counter to leave old (CTR NULL: only for
+ * the hub to signal), or the hub to signal anything, giving the CPU to others now and then; 1 when
  * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
  * per thread halved by every spin that waited in vain and doubled by every
  * one that did not, so that a busy machine, where the other side is
@@ -103,7 +103,8 @@ int vs_spin_ring(_Atomic uint32_t *word, uint32_t seq, _Atomic uint64_t *ctr, ui
 	/* every 16th wait tries the whole time: the other side may be quick again */
 	b = ++spin_waits % 16 ? spin_budget : cl.spin_ns;
 	for (unsigned i = 1;; i++) {
-		if (ring_load(ctr) != old || atomic_load(word) != seq || (alt && atomic_load(alt) != alt_old)) {
+		if ((ctr && ring_load(ctr) != old) || atomic_load(word) != seq ||
+		    (alt && atomic_load(alt) != alt_old)) {
 			spin_budget = b * 2 > cl.spin_ns ? cl.spin_ns : b * 2;
 			return 1;
 		}
