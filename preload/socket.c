@@ -195,7 +195,7 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 {
 	struct arena_slot *ls = cl_slot(p->slot);
 	struct timespec end;
-	int tmo = -1; /* not looked at yet */
+	int tmo = -1, slept = 0; /* not looked at yet; not asleep yet */
 	for (;;) {
 		long ms = -1;
 		uint32_t ns, ng, mark[2];
@@ -245,7 +245,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			return -1;
 		}
 		vs_sig_mark(mark);
-		if (vs_accept_spin(p->slot, seq)) {
+		/* a thread back for its next connection polls first; one that
+		 * a wake-up found too late (another took the connection) goes
+		 * back to sleep */
+		if (!slept && vs_accept_spin(p->slot, seq)) {
 			/* a handler that ran meanwhile ends it as it ends the poll */
 			if (vs_sig_since(mark, tmo)) {
 				errno = EINTR;
@@ -253,7 +256,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 			}
 			continue;
 		}
+		atomic_fetch_add(&vs_acceptors, 1);
 		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
+		atomic_fetch_sub(&vs_acceptors, 1);
+		slept = 1;
 		if (r < 0 && errno == EINTR && (tmo || !vs_sig_restarts(mark)))
 			return -1;
 	}

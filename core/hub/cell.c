@@ -42,6 +42,7 @@ void hub_cell_take(struct hub *h, struct proc *pr)
 		return;
 	memcpy(&q, &c->req, sizeof(q)); /* the process may go on writing it: only the copy counts */
 	h->req_cell = c; /* a hub that dies before the reply: warden.c answers */
+	hub_wake_later_begin(h);
 	proc_answer_cell(h, pr, &q, &rep);
 	h->cell_requests++;
 	memcpy(&c->rep, &rep, sizeof(rep));
@@ -49,6 +50,7 @@ void hub_cell_take(struct hub *h, struct proc *pr)
 	h->req_cell = NULL;
 	if (atomic_load(&c->waiters))
 		sys_futex(&c->state, FUTEX_WAKE, INT_MAX, NULL);
+	hub_wake_later_end(h); /* the listeners it woke, now that the answer is out */
 }
 
 int hub_cells(struct hub *h, struct pool *p)

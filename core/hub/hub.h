@@ -54,6 +54,7 @@
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
 #define HUB_LIS_INO_BUCKETS 4096 /* buckets of listeners by kernel inode */
+#define HUB_WAKE_LATER 16       /* listeners one request may wake after its answer */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 #define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
 #define HUB_LINK_OUTAGE_S 900 /* its connections with bytes unacknowledged wait this long (link_outage), as
@@ -471,6 +472,10 @@ struct hub {
 	 * request is being answered (NULL between them), for the warden */
 	uint64_t cell_requests;
 	struct arena_cell *req_cell;
+	/* sock.c: while a request is answered, the wake-ups of listeners it
+	 * made (an admission's), made once its answer is out (sids) */
+	uint32_t later[HUB_WAKE_LATER], nlater;
+	int wake_later;
 	/* request.c: readiness descriptors handed out with a connect's or an
 	 * accept's answer, and in answer to a request of their own */
 	uint64_t ready_with_answer, ready_asked;
@@ -697,6 +702,9 @@ void hsock_linger(struct hub *h, struct hsock *s);
 void hsock_wake(struct hsock *s);
 uint32_t hsock_holders_add(struct hsock *s, int d);
 void hsock_wake_for(struct hsock *s, int what); /* what: ARENA_WAKE_* */
+/* a request's answer goes out before the listeners it woke are (sock.c) */
+void hub_wake_later_begin(struct hub *h);
+void hub_wake_later_end(struct hub *h);
 void hsock_set_closed(struct hsock *s, int err);
 void hsock_local_fin(struct hub *h, struct hsock *s);
 void hsock_local_wake(struct hub *h, struct hsock *s, int credit);

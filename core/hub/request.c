@@ -512,12 +512,14 @@ void proc_request(struct hub *h, struct proc *pr, struct msg_req *q, int rfd)
 	struct req r = {.reply = 1, .rfd = rfd, .closefd = -1};
 	int e;
 	h->req_pr = pr; /* a hub that dies before the reply: warden.c answers */
+	hub_wake_later_begin(h);
 	answer(h, pr, q, &r);
 	if (r.rfd >= 0)
 		close(r.rfd);
 	if (r.reply && (e = proc_send_reply(pr->fd, &r.rep, r.fds, r.nfds)) < 0)
 		log_debug("process %d: reply lost: %s", (int)pr->pid, strerror(-e));
 	h->req_pr = NULL;
+	hub_wake_later_end(h);
 	if (r.closefd >= 0)
 		close(r.closefd);
 }

@@ -156,7 +156,11 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
  * too where the hub could make one (else *pfd is -1), which the caller
  * makes the program's descriptor (vs_poll_is) */
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd);
+/* a blocked accept's poll of its listener before it sleeps: 1 when the
+ * listener moved; only while vs_acceptors (this process's threads asleep
+ * in a blocking accept, counted by the caller around its sleep) is 0 */
 int vs_accept_spin(uint32_t slot, uint32_t seq);
+extern _Atomic uint32_t vs_acceptors;
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
