@@ -191,6 +191,13 @@ static int accept_deadline(int fd, struct timespec *end)
 	return 1;
 }
 
+static void accept_cancelled(void *arg)
+{
+	(void)arg;
+	vs_accept_leave();
+}
+
+
 static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct arena_slot *ls = cl_slot(p->slot);
@@ -248,21 +255,43 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		/* a thread back for its next connection polls first; one that
 		 * a wake-up found too late (another took the connection) goes
 		 * back to sleep */
-		if (!slept && vs_accept_spin(p->slot, seq)) {
+		if (!slept) {
+			int moved = vs_accept_spin(p->slot, p->gen, seq);
 			/* a handler that ran meanwhile ends it as it ends the poll */
 			if (vs_sig_since(mark, tmo)) {
 				errno = EINTR;
 				return -1;
 			}
-			continue;
+			if (moved)
+				continue;
 		}
-		atomic_fetch_add(&vs_acceptors, 1);
-		r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
-		atomic_fetch_sub(&vs_acceptors, 1);
 		slept = 1;
+		/* one thread of the process polls the listener, the others
+		 * sleep until it hands them the lead (vsock_accept.c) */
+		r = vs_accept_follow(p->slot, p->gen, ms);
+		if (r == 1) {
+			r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
+		} else if (r == -EINTR) {
+			r = -1, errno = EINTR;
+		}
 		if (r < 0 && errno == EINTR && (tmo || !vs_sig_restarts(mark)))
 			return -1;
 	}
+}
+
+/* rs_accept, and then the lead of the listener's waiters given on, if
+ * this thread had it (core/proc/vsock_accept.c), also when the thread is
+ * cancelled in it (accept is a cancellation point) */
+static int rs_accept_led(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int nfd, e;
+	pthread_cleanup_push(accept_cancelled, NULL);
+	nfd = rs_accept(fd, p, addr, len, flags);
+	pthread_cleanup_pop(0);
+	e = errno;
+	vs_accept_leave();
+	errno = e;
+	return nfd;
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
@@ -275,7 +304,7 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 			pfd_clear(nfd);
 		return nfd;
 	}
-	return rs_accept(fd, p, addr, len, flags);
+	return rs_accept_led(fd, p, addr, len, flags);
 }
 
 int accept(int fd, struct sockaddr *addr, socklen_t *len)

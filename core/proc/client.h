@@ -156,11 +156,16 @@ int vs_connect_start(const union sockaddr_any *dst, const union sockaddr_any *lo
  * too where the hub could make one (else *pfd is -1), which the caller
  * makes the program's descriptor (vs_poll_is) */
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd);
-/* a blocked accept's poll of its listener before it sleeps: 1 when the
- * listener moved; only while vs_acceptors (this process's threads asleep
- * in a blocking accept, counted by the caller around its sleep) is 0 */
-int vs_accept_spin(uint32_t slot, uint32_t seq);
-extern _Atomic uint32_t vs_acceptors;
+/* A blocking accept's waits (vsock_accept.c): a thread back for its next
+ * connection polls the listener first (1: it moved past seq); before it
+ * sleeps, a thread leads (1: it polls the listener itself) or follows (0:
+ * it slept on its process's word for the listener, at most MS (-1: no
+ * limit), and looks again; -EINTR: a handler ran); a thread leaving
+ * accept gives its lead, if any, to a follower. */
+int vs_accept_spin(uint32_t slot, uint32_t gen, uint32_t seq);
+int vs_accept_follow(uint32_t slot, uint32_t gen, int64_t ms);
+void vs_accept_leave(void);
+void vs_accept_fork_child(void);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */
 int vs_unref(uint32_t slot, uint32_t gen);
@@ -185,6 +190,8 @@ int vs_nroom(uint32_t slot);              /* free bytes of the send ring */
 int vs_held(uint32_t slot);               /* this process has descriptors of it */
 uint32_t vs_nrefs(uint32_t slot);         /* how many */
 void vs_fork_child(void);                 /* in a new child: no call of its is under way */
+void vs_segs_lock(void);                  /* a fork holds the pair segments' lock (vsock.c) */
+void vs_segs_unlock(void);
 /* Readiness (vsock_poll.c; see core/hub/ready.c): the socket's readiness
  * descriptor, asked of the hub the first time (-errno on failure); the
  * socket's true readiness as POLL* bits; and, after the descriptor claimed

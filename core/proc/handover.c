@@ -55,6 +55,7 @@ static void fork_prepare(void)
 	for (uint32_t k = 0; k < CL_POOLS; k++)
 		fork_fd[k] = -1;
 	vs_sig_hold_begin();
+	vs_segs_lock();
 	pthread_mutex_lock(&cl_attach_lock);
 	pthread_mutex_lock(&cl_rpc_lock);
 	if (cl.attached <= 0)
@@ -74,6 +75,7 @@ static void fork_parent(void)
 	}
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
+	vs_segs_unlock();
 	vs_sig_hold_end();
 }
 
@@ -97,6 +99,7 @@ static void fork_child(void)
 	/* this thread took them in fork_prepare */
 	pthread_mutex_unlock(&cl_rpc_lock);
 	pthread_mutex_unlock(&cl_attach_lock);
+	vs_segs_unlock();
 	vs_sig_nlater = 0; /* the parent's: a child starts with no signal pending */
 	vs_sig_hold_end();
 }

@@ -63,6 +63,21 @@ static struct seg_map {
 static uint32_t nsegs, segs_cap;
 static pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A fork holds seg_lock from its prepare to its end (handover.c), before
+ * the requests' locks, as vs_pair_map takes them: a child forked while
+ * another thread mapped a segment would find it held for ever, and hang
+ * in its first same-node connection (a thread-pool server that forked
+ * clients did, once in some hundred runs). */
+void vs_segs_lock(void)
+{
+	pthread_mutex_lock(&seg_lock);
+}
+
+void vs_segs_unlock(void)
+{
+	pthread_mutex_unlock(&seg_lock);
+}
+
 uint8_t *vs_pair_map(uint32_t slot, struct arena_slot *as, uint64_t key)
 {
 	struct msg_req q = {.op = MSG_PAIRFD, .slot = slot, .gen = as->gen};
@@ -187,6 +202,7 @@ void vs_waits_end_above(uint32_t d)
 void vs_fork_child(void)
 {
 	vs_wait_depth = 0;
+	vs_accept_fork_child();
 	/* the calls under way in the parent's other threads are not here */
 	for (uint32_t i = cl_slot_at(0); i < CL_SLOTS; i = cl_slot_at(i + 1))
 		if (atomic_load_explicit(&vs_busy[i], memory_order_relaxed))
@@ -464,34 +480,6 @@ int vs_connect(const union sockaddr_any *dst, const union sockaddr_any *local, u
 		vs_unref(r.slot, r.gen);
 		return -(ret ? ret : ECONNREFUSED);
 	}
-}
-
-/* A blocked accept polls the listener for a while before it sleeps, as a
- * recv polls its ring: a server that accepts in a loop (serving each
- * connection itself, or handing it to a new thread or child) is back in
- * accept before its next client connects, and finds it without the
- * wake-up of a sleeping thread.  Only while no other thread of the process
- * sleeps in accept (vs_acceptors: those in the caller's poll), and one
- * thread at a time of all the processes that hold the listener
- * (SLOTF_ACCEPT_SPIN): the idle threads of a pool blocked in accept would
- * poll while another serves, and take the processors that it, the hub and
- * the clients need (4 threads on 2 processors: 17,000 connections a
- * second without the poll, 14,000 with it).  A thread killed while it
- * polls leaves the flag set: that listener's accepts then sleep at once,
- * as they did before.  1 when the listener's word moved past SEQ (read
- * before the listener was last found empty). */
-_Atomic uint32_t vs_acceptors;
-
-int vs_accept_spin(uint32_t slot, uint32_t seq)
-{
-	struct arena_slot *as = cl_slot(slot);
-	int r;
-	if (atomic_load(&vs_acceptors) ||
-	    (atomic_fetch_or(&as->flags, SLOTF_ACCEPT_SPIN) & SLOTF_ACCEPT_SPIN))
-		return 0;
-	r = vs_spin_ring(&as->wake_seq, seq, NULL, 0, NULL);
-	atomic_fetch_and(&as->flags, ~SLOTF_ACCEPT_SPIN);
-	return r;
 }
 
 int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int *pfd)

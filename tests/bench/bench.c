@@ -1,7 +1,7 @@
 /*
  * bench - one benchmark program for kernel TCP, plain rsockets and rshare.
  *
- *   bench server PORT [-a ADDR] [-t SECS]
+ *   bench server PORT [-a ADDR] [-p THREADS | -P PROCESSES] [-t SECS]
  *   bench rtt HOST PORT [-n N] [-s SIZE] [-B ADDR] [-t SECS]
  *   bench stream HOST PORT [-b TOTAL] [-w WRITESIZE] [-B ADDR] [-t SECS]
  *   bench connrate HOST PORT [-n N] [-B ADDR] [-t SECS]
@@ -16,7 +16,10 @@
  *
  * server: listens on ADDR:PORT (default 0.0.0.0), prints
  *   "server port=P ready=1", and serves each accepted connection in a
- *   thread of its own.  The connection's first byte chooses the mode:
+ *   thread of its own; with -p, THREADS threads (with -P, PROCESSES
+ *   processes) each accept in a loop and serve the connection they took
+ *   (a pool blocked in accept).  The connection's first byte chooses the
+ *   mode:
  *     'R' echo: every byte after it is sent back (rtt)
  *     'S' sink: reads to EOF, then writes the byte count (8 bytes, big
  *         endian) and closes (stream)
@@ -71,7 +74,7 @@ static size_t alarm_len;
 void usage(void)
 {
 	fprintf(stderr,
-		"usage: bench server PORT [-a ADDR] [-t SECS]\n"
+		"usage: bench server PORT [-a ADDR] [-p THREADS | -P PROCESSES] [-t SECS]\n"
 		"       bench rtt HOST PORT [-n N] [-s SIZE] [-B ADDR] [-t SECS]\n"
 		"       bench stream HOST PORT [-b TOTAL] [-w WRITESIZE] [-B ADDR] [-t SECS]\n"
 		"       bench connrate HOST PORT [-n N] [-B ADDR] [-t SECS]\n"

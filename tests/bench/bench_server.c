@@ -1,7 +1,9 @@
 /*
  * bench_server.c - bench's server mode: one thread per accepted
- * connection, serving echo, sink, request/response or hold as its first
- * byte asks (bench.c tells the modes).
+ * connection (or a pool of threads or processes blocked in accept, each
+ * serving the connection it took: -p, -P), serving echo, sink,
+ * request/response or hold as its first byte asks (bench.c tells the
+ * modes).
  */
 #include "bench.h"
 
@@ -92,19 +94,63 @@ static void *conn_thread(void *arg)
 	return NULL;
 }
 
+/* A thread of a pool (-p, or a process of -P): accept, serve, again */
+static int pool_lfd;
+static void *pool_thread(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int one = 1, fd = accept(pool_lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			fail("accept", errno);
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		conn_thread((void *)(intptr_t)fd);
+	}
+	return NULL;
+}
+
+static void serve_pool(int lfd, long threads, long procs)
+{
+	pool_lfd = lfd;
+	for (long i = 0; i < procs; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			fail("fork", errno);
+		if (pid == 0)
+			pool_thread(NULL);
+	}
+	if (procs) {
+		for (;;)
+			pause();
+	}
+	for (long i = 0; i < threads; i++) {
+		pthread_t t;
+		int rc = pthread_create(&t, NULL, pool_thread, NULL);
+		if (rc)
+			fail("pthread_create", rc);
+	}
+	for (;;)
+		pause();
+}
+
 int cmd_server(int argc, char **argv)
 {
 	const char *bind_to = NULL;
-	long secs = 3600;
+	long secs = 3600, threads = 0, procs = 0;
 	int opt;
 	if (argc < 2)
 		usage();
 	int port = (int)parse_num(argv[1], "port");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "a:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:t:p:P:")) != -1) {
 		switch (opt) {
 		case 'a': bind_to = optarg; break;
 		case 't': secs = parse_num(optarg, "seconds"); break;
+		case 'p': threads = parse_num(optarg, "threads"); break;
+		case 'P': procs = parse_num(optarg, "processes"); break;
 		default: usage();
 		}
 	}
@@ -125,6 +171,8 @@ int cmd_server(int argc, char **argv)
 		fail("listen", errno);
 	printf("server port=%d ready=1\n", port);
 	fflush(stdout);
+	if (threads || procs)
+		serve_pool(lfd, threads, procs);
 
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);

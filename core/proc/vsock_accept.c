@@ -1,0 +1,167 @@
+/*
+ * vsock_accept.c - how the threads of a process wait in a blocking accept
+ * on an rshare listener: one polls, the others sleep, as the kernel wakes
+ * one thread blocked in accept for a connection.
+ *
+ * A blocking accept (preload/socket.c) takes from the hub's accept queue,
+ * else from the kernel listener, and waits for either in poll(2) on the
+ * kernel listener and the listener's eventfd, which the hub writes for
+ * every connection it admits.  Every thread asleep in that poll would
+ * wake for every connection, and all but one find nothing (a pool of 8
+ * threads blocked in accept on one node made 9,000 to 11,000 connections
+ * a second where kernel TCP made 24,000).  So in each process one thread
+ * of a listener leads: it polls; the others follow: each sleeps on the
+ * process's word for that listener (vs_accept_follow), and the leader,
+ * as it leaves accept with a connection (or an error), hands the lead to
+ * one of them (vs_accept_leave; also when it is cancelled in its poll).
+ * A follower also wakes every ACC_LOOK_MS to look at the queues itself
+ * and at whether the leader's thread is still there (one that jumped out
+ * of its poll and ended keeps the lead: the first follower to find it
+ * gone takes it).  Its sleep
+ * ends with EINTR for a signal's handler as the poll's does, and is a
+ * cancellation point, as accept(2) is.  Listeners beyond ACC_LISTENERS a
+ * process waits on, all its threads poll, as before.
+ *
+ * Before it sleeps, a thread back in accept for its next connection polls
+ * the listener for a while (vs_accept_spin), as a recv polls its ring: a
+ * server that accepts in a loop (and serves each connection itself, or
+ * hands it to a new thread or child) is back before its next client
+ * connects, and finds it without a wake-up.  Only while no other thread
+ * of its process waits on the listener and no other process holds it
+ * (the slot's holders: a pre-fork pool's processes sleep in their polls,
+ * each woken for every connection, so that the poll of one of them only
+ * took processors from them, 13,600 connections a second against 14,000
+ * without), and one thread at a time (SLOTF_ACCEPT_SPIN, for a listener
+ * passed on or inherited meanwhile; a thread killed while it polls
+ * leaves the flag set, and that listener's accepts then sleep at once):
+ * the idle threads of a pool would only take the processors that the one
+ * that serves, the hub and the clients need.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+
+#include "vsock_int.h"
+
+#define ACC_LISTENERS 32
+#define ACC_LOOK_MS 250
+
+struct acc {
+	_Atomic uint64_t key;       /* the listener: 1 << 63 | gen << 32 | slot; 0: free */
+	_Atomic int32_t leader;     /* the thread that polls (its tid), 0: none */
+	_Atomic uint32_t word;      /* the followers' futex word, bumped by a hand-off */
+	_Atomic uint32_t followers; /* threads asleep on it */
+};
+static struct acc acc_tab[ACC_LISTENERS];
+static __thread struct acc *acc_led __attribute__((tls_model("initial-exec")));
+
+static pid_t acc_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* This process's entry for the listener, made the first time; NULL when
+ * the table is full. */
+static struct acc *acc_of(uint32_t slot, uint32_t gen)
+{
+	uint64_t key = 1ull << 63 | (uint64_t)gen << 32 | slot;
+	for (int i = 0; i < ACC_LISTENERS; i++)
+		if (atomic_load(&acc_tab[i].key) == key)
+			return &acc_tab[i];
+	for (int i = 0; i < ACC_LISTENERS; i++) {
+		uint64_t free = 0;
+		if (atomic_compare_exchange_strong(&acc_tab[i].key, &free, key))
+			return &acc_tab[i];
+	}
+	return NULL;
+}
+
+int vs_accept_spin(uint32_t slot, uint32_t gen, uint32_t seq)
+{
+	struct arena_slot *as = cl_slot(slot);
+	struct acc *a = acc_of(slot, gen);
+	int r;
+	if ((a && (atomic_load(&a->leader) || atomic_load(&a->followers))) || atomic_load(&as->holders) > 1 ||
+	    (atomic_fetch_or(&as->flags, SLOTF_ACCEPT_SPIN) & SLOTF_ACCEPT_SPIN))
+		return 0;
+	r = vs_spin_ring(&as->wake_seq, seq, NULL, 0, NULL);
+	atomic_fetch_and(&as->flags, ~SLOTF_ACCEPT_SPIN);
+	return r;
+}
+
+static void follow_cancelled(void *arg)
+{
+	atomic_fetch_sub((_Atomic uint32_t *)arg, 1);
+}
+
+/* A follower's sleep on A's word while it is still W, until TS: 0 woken,
+ * or -errno.  As the kernel's accept, a cancellation point: cancelled
+ * asleep (asynchronously, as glibc's own cancellation points are), the
+ * thread is counted out. */
+static long follow_sleep(struct acc *a, uint32_t w, const struct timespec *ts)
+{
+	long r;
+	int type;
+	atomic_fetch_add(&a->followers, 1);
+	pthread_cleanup_push(follow_cancelled, &a->followers);
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
+	r = sys_futex(&a->word, FUTEX_WAIT, w, ts);
+	r = r < 0 ? -errno : 0;
+	pthread_setcanceltype(type, NULL);
+	pthread_cleanup_pop(0);
+	atomic_fetch_sub(&a->followers, 1);
+	return r;
+}
+
+int vs_accept_follow(uint32_t slot, uint32_t gen, int64_t ms)
+{
+	struct acc *a;
+	struct timespec ts;
+	uint32_t w;
+	int32_t none = 0, lead;
+	long r;
+	if (acc_led || !(a = acc_of(slot, gen)))
+		return 1;
+	w = atomic_load(&a->word); /* before the try: a hand-off after it ends the sleep */
+	if (atomic_compare_exchange_strong(&a->leader, &none, acc_tid())) {
+		acc_led = a;
+		return 1;
+	}
+	if (ms < 0 || ms > ACC_LOOK_MS)
+		ms = ACC_LOOK_MS;
+	ts = (struct timespec){ms / 1000, ms % 1000 * 1000000L};
+	r = follow_sleep(a, w, &ts);
+	if (r == -EINTR)
+		return -EINTR;
+	/* a leader whose thread is gone (cancelled, or its thread ended in
+	 * a jump out of the poll) is replaced */
+	lead = atomic_load(&a->leader);
+	if (r == -ETIMEDOUT && lead && syscall(SYS_tgkill, getpid(), lead, 0) < 0 &&
+	    errno == ESRCH)
+		atomic_compare_exchange_strong(&a->leader, &lead, 0);
+	return 0;
+}
+
+void vs_accept_leave(void)
+{
+	struct acc *a = acc_led;
+	if (!a)
+		return;
+	acc_led = NULL;
+	atomic_store(&a->leader, 0);
+	atomic_fetch_add(&a->word, 1);
+	if (atomic_load(&a->followers))
+		sys_futex(&a->word, FUTEX_WAKE, 1, NULL);
+}
+
+/* The parent's other threads are not in the child: their leads go. */
+void vs_accept_fork_child(void)
+{
+	for (int i = 0; i < ACC_LISTENERS; i++) {
+		struct acc *a = &acc_tab[i];
+		if (a != acc_led)
+			atomic_store(&a->leader, 0);
+		atomic_store(&a->followers, 0);
+	}
+}
