@@ -8,18 +8,17 @@
  * kernel listener and the listener's eventfd, which the hub writes for
  * every connection it admits.  Every thread asleep in that poll would
  * wake for every connection, and all but one find nothing (a pool of 8
- * threads blocked in accept on one node made 9,000 to 11,000 connections
- * a second where kernel TCP made 24,000).  So in each process one thread
+ * threads blocked in accept on one node made 10,600 to 13,400 connections
+ * a second where kernel TCP made 13,100 to 25,500).  So in each process one thread
  * of a listener leads: it polls; the others follow: each sleeps on the
  * process's word for that listener (vs_accept_follow), and the leader,
  * as it leaves accept with a connection (or an error), hands the lead to
- * one of them (vs_accept_leave; also when it is cancelled in its poll).
+ * one of them (vs_accept_leave; also when it is cancelled in accept).
  * A follower also wakes every ACC_LOOK_MS to look at the queues itself
  * and at whether the leader's thread is still there (one that jumped out
  * of its poll and ended keeps the lead: the first follower to find it
- * gone takes it).  Its sleep
- * ends with EINTR for a signal's handler as the poll's does, and is a
- * cancellation point, as accept(2) is.  Listeners beyond ACC_LISTENERS a
+ * gone takes it).  Its sleep ends with EINTR for a signal's handler as
+ * the poll's does, and is a cancellation point, as accept(2) is.  Listeners beyond ACC_LISTENERS a
  * process waits on, all its threads poll, as before.
  *
  * Before it sleeps, a thread back in accept for its next connection polls
@@ -29,9 +28,8 @@
  * connects, and finds it without a wake-up.  Only while no other thread
  * of its process waits on the listener and no other process holds it
  * (the slot's holders: a pre-fork pool's processes sleep in their polls,
- * each woken for every connection, so that the poll of one of them only
- * took processors from them, 13,600 connections a second against 14,000
- * without), and one thread at a time (SLOTF_ACCEPT_SPIN, for a listener
+ * each woken for every connection anyway, and the poll of one of them
+ * gained nothing there), and one thread at a time (SLOTF_ACCEPT_SPIN, for a listener
  * passed on or inherited meanwhile; a thread killed while it polls
  * leaves the flag set, and that listener's accepts then sleep at once):
  * the idle threads of a pool would only take the processors that the one
@@ -62,7 +60,9 @@ static pid_t acc_tid(void)
 }
 
 /* This process's entry for the listener, made the first time; NULL when
- * the table is full. */
+ * the table is full.  An entry nobody leads or follows, of a slot that
+ * has been given another generation since (its listener closed), is
+ * taken again. */
 static struct acc *acc_of(uint32_t slot, uint32_t gen)
 {
 	uint64_t key = 1ull << 63 | (uint64_t)gen << 32 | slot;
@@ -70,9 +70,13 @@ static struct acc *acc_of(uint32_t slot, uint32_t gen)
 		if (atomic_load(&acc_tab[i].key) == key)
 			return &acc_tab[i];
 	for (int i = 0; i < ACC_LISTENERS; i++) {
-		uint64_t free = 0;
-		if (atomic_compare_exchange_strong(&acc_tab[i].key, &free, key))
-			return &acc_tab[i];
+		struct acc *a = &acc_tab[i];
+		uint64_t old = atomic_load(&a->key);
+		if (old && (atomic_load(&a->leader) || atomic_load(&a->followers) ||
+			    ((cl_slot((uint32_t)old)->gen ^ (uint32_t)(old >> 32)) & 0x7fffffffu) == 0))
+			continue;
+		if (atomic_compare_exchange_strong(&a->key, &old, key))
+			return a;
 	}
 	return NULL;
 }
