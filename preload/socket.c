@@ -191,12 +191,11 @@ static int accept_deadline(int fd, struct timespec *end)
 	return 1;
 }
 
-static void accept_cancelled(void *arg)
+static void accept_leave(void *arg)
 {
 	(void)arg;
 	vs_accept_leave();
 }
-
 
 static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
@@ -285,11 +284,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 static int rs_accept_led(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	int nfd, e;
-	pthread_cleanup_push(accept_cancelled, NULL);
+	pthread_cleanup_push(accept_leave, NULL);
 	nfd = rs_accept(fd, p, addr, len, flags);
-	pthread_cleanup_pop(0);
 	e = errno;
-	vs_accept_leave();
+	pthread_cleanup_pop(1);
 	errno = e;
 	return nfd;
 }

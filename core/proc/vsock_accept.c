@@ -8,9 +8,9 @@
  * kernel listener and the listener's eventfd, which the hub writes for
  * every connection it admits.  Every thread asleep in that poll would
  * wake for every connection, and all but one find nothing (a pool of 8
- * threads blocked in accept on one node made 10,600 to 13,400 connections
- * a second where kernel TCP made 13,100 to 25,500).  So in each process one thread
- * of a listener leads: it polls; the others follow: each sleeps on the
+ * threads blocked in accept on one node made 10,600 to 13,400
+ * connections a second where kernel TCP made 13,100 to 25,500).  So in
+ * each process one thread of a listener leads: it polls; the others follow: each sleeps on the
  * process's word for that listener (vs_accept_follow), and the leader,
  * as it leaves accept with a connection (or an error), hands the lead to
  * one of them (vs_accept_leave; also when it is cancelled in accept).
@@ -18,8 +18,9 @@
  * and at whether the leader's thread is still there (one that jumped out
  * of its poll and ended keeps the lead: the first follower to find it
  * gone takes it).  Its sleep ends with EINTR for a signal's handler as
- * the poll's does, and is a cancellation point, as accept(2) is.  Listeners beyond ACC_LISTENERS a
- * process waits on, all its threads poll, as before.
+ * the poll's does, and is a cancellation point, as accept(2) is.
+ * Listeners beyond ACC_LISTENERS a process waits on, all its threads
+ * poll, as before.
  *
  * Before it sleeps, a thread back in accept for its next connection polls
  * the listener for a while (vs_accept_spin), as a recv polls its ring: a
@@ -29,11 +30,11 @@
  * of its process waits on the listener and no other process holds it
  * (the slot's holders: a pre-fork pool's processes sleep in their polls,
  * each woken for every connection anyway, and the poll of one of them
- * gained nothing there), and one thread at a time (SLOTF_ACCEPT_SPIN, for a listener
- * passed on or inherited meanwhile; a thread killed while it polls
- * leaves the flag set, and that listener's accepts then sleep at once):
- * the idle threads of a pool would only take the processors that the one
- * that serves, the hub and the clients need.
+ * gained nothing there), and one thread at a time (the entry's
+ * spinning field; a thread that jumps out of its poll with a handler leaves
+ * it set, and that listener's accepts in the process then sleep at
+ * once): the idle threads of a pool would only take the processors that
+ * the one that serves, the hub and the clients need.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -50,6 +51,7 @@ struct acc {
 	_Atomic int32_t leader;     /* the thread that polls (its tid), 0: none */
 	_Atomic uint32_t word;      /* the followers' futex word, bumped by a hand-off */
 	_Atomic uint32_t followers; /* threads asleep on it */
+	_Atomic uint32_t spinning;  /* a thread polls the listener before it sleeps */
 };
 static struct acc acc_tab[ACC_LISTENERS];
 static __thread struct acc *acc_led __attribute__((tls_model("initial-exec")));
@@ -86,11 +88,11 @@ int vs_accept_spin(uint32_t slot, uint32_t gen, uint32_t seq)
 	struct arena_slot *as = cl_slot(slot);
 	struct acc *a = acc_of(slot, gen);
 	int r;
-	if ((a && (atomic_load(&a->leader) || atomic_load(&a->followers))) || atomic_load(&as->holders) > 1 ||
-	    (atomic_fetch_or(&as->flags, SLOTF_ACCEPT_SPIN) & SLOTF_ACCEPT_SPIN))
+	if (!a || atomic_load(&a->leader) || atomic_load(&a->followers) || atomic_load(&as->holders) > 1 ||
+	    atomic_exchange(&a->spinning, 1))
 		return 0;
 	r = vs_spin_ring(&as->wake_seq, seq, NULL, 0, NULL);
-	atomic_fetch_and(&as->flags, ~SLOTF_ACCEPT_SPIN);
+	atomic_store(&a->spinning, 0);
 	return r;
 }
 
@@ -167,5 +169,6 @@ void vs_accept_fork_child(void)
 		if (a != acc_led)
 			atomic_store(&a->leader, 0);
 		atomic_store(&a->followers, 0);
+		atomic_store(&a->spinning, 0);
 	}
 }

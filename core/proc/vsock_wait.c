@@ -83,9 +83,9 @@ int vs_wait_seq_for(struct arena_slot *as, uint32_t seq, uint64_t ns)
 	return wait_word(&as->wake_seq, &as->waiters, seq, ns ? ns : 1, NULL);
 }
 
-/* Adaptive waiting: spin for the counter to leave old (CTR NULL: only for
- * the hub to signal), or the hub to signal anything, giving the CPU to others now and then; 1 when
- * something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
+/* Adaptive waiting: spin for the counter to leave old (CTR NULL: none),
+ * or the hub to signal anything, giving the CPU to others now and then;
+ * 1 when something moved, 0 when it is time to sleep.  How long: up to cl.spin_ns,
  * per thread halved by every spin that waited in vain and doubled by every
  * one that did not, so that a busy machine, where the other side is
  * seldom running, stops burning what its other threads need; every 16th

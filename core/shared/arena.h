@@ -75,8 +75,6 @@ enum slot_state {
 				* when used (verbs): SO_RCVBUF/SO_SNDBUF report that */
 #define SLOTF_PAIR_POOL 0x80u /* same node, the other end's slot in this pool too: its
 				* last close waits for the hub, which marks that end first */
-#define SLOTF_ACCEPT_SPIN 0x100u /* listener: a thread of some process polls it in a
-				* blocked accept; the others sleep at once (core/proc/vsock.c) */
 
 /* pending_ops: what a process asks of the hub through the doorbell */
 #define SLOTOP_TX     0x1u   /* tx.tail moved: send */
