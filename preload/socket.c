@@ -197,6 +197,35 @@ static void accept_leave(void *arg)
 	vs_accept_leave();
 }
 
+/* rs_accept's end with connection ns (generation ng; nf: its readiness
+ * descriptor, nonblocking accepts) from listener p.  The hub's wake-up
+ * for it may have come after rs_accept's drain (a thread that polled the
+ * listener asks as soon as it sees the connection, and the hub answers
+ * that after its eventfd write): drained again, or an epoll set would see
+ * an empty listener readable; then, more waiting, the wake-up stays
+ * readable for pollers (acceptq counts a connection before its wake-up is
+ * written). */
+static int accept_took(int fd, struct pfd *p, struct arena_slot *ls, uint32_t ns, uint32_t ng, int nf, int flags,
+		       struct sockaddr *addr, socklen_t *len)
+{
+	uint64_t junk;
+	int nfd;
+	while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
+		;
+	if (atomic_load(&ls->acceptq)) {
+		uint64_t one = 1;
+		if (sys_write(p->evfd, &one, sizeof(one)) < 0) {
+			/* saturated: readable anyway */
+		}
+	}
+	nfd = new_rs_fd(p, ns, ng, flags, nf);
+	if (nfd >= 0) {
+		so_inherit(fd, p, ns);
+		sock_fill_addr(&cl_slot(ns)->peer, addr, len);
+	}
+	return nfd;
+}
+
 static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct arena_slot *ls = cl_slot(p->slot);
@@ -216,21 +245,8 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		 * one an event loop polls next */
 		r = vs_accept(p->slot, p->gen, &ns, &ng,
 			      (flags & SOCK_NONBLOCK) || (atomic_load(&ls->flags) & SLOTF_NONBLOCK) ? &nf : NULL);
-		if (r == 0) {
-			/* more waiting: the wake-up stays readable for pollers */
-			if (atomic_load(&ls->acceptq)) {
-				uint64_t one = 1;
-				if (sys_write(p->evfd, &one, sizeof(one)) < 0) {
-					/* saturated: readable anyway */
-				}
-			}
-			nfd = new_rs_fd(p, ns, ng, flags, nf);
-			if (nfd >= 0) {
-				so_inherit(fd, p, ns);
-				sock_fill_addr(&cl_slot(ns)->peer, addr, len);
-			}
-			return nfd;
-		}
+		if (r == 0)
+			return accept_took(fd, p, ls, ns, ng, nf, flags, addr, len);
 		if (r != -EAGAIN && !cl_hub_dead()) {
 			errno = -r;
 			return -1;
