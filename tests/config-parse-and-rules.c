@@ -138,6 +138,9 @@ static void error_cases(void)
 	bad("link_timeout 0\n", "1: link_timeout: '0' is not a number of seconds (1-86400)");
 	bad("link_timeout 3s\n", "1: link_timeout: '3s' is not a number of seconds (1-86400)");
 	bad("link_outage 86401\n", "1: link_outage: '86401' is not a number of seconds (1-86400)");
+	bad("link_congestion BBR\n", "1: link_congestion: 'BBR' is not auto or a congestion control's name");
+	bad("link_congestion abcdefghijklmnop\n",
+	    "1: link_congestion: 'abcdefghijklmnop' is not auto or a congestion control's name");
 	bad("port 1\nuse udp both * *\n", "2: use: 'udp' is not rshare or tcp");
 	bad("use tcp accept * *\n", "1: use: 'accept' is not listen, connect or both");
 	bad("use tcp both *\n",
@@ -187,6 +190,18 @@ static void env_cases(struct cfg *c, char *err, size_t errlen)
 		      !strcmp(err, "RSHARE_LINK_OUTAGE: '0' is not a number of seconds (1-86400)"),
 	      "bad env link_outage: %s", err);
 	unsetenv("RSHARE_LINK_OUTAGE");
+	CHECK(load("link_congestion reno\n", c, err, errlen) == 0 && !strcmp(c->link_congestion, "reno"),
+	      "link_congestion: %s", err);
+	setenv("RSHARE_LINK_CONGESTION", "bbr", 1);
+	CHECK(cfg_env(c, err, errlen) == 0 && !strcmp(c->link_congestion, "bbr"), "env link_congestion: %s",
+	      c->link_congestion);
+	setenv("RSHARE_LINK_CONGESTION", "cubic!", 1);
+	CHECK(cfg_env(c, err, errlen) == -1 &&
+		      !strcmp(err, "RSHARE_LINK_CONGESTION: 'cubic!' is not auto or a congestion control's name"),
+	      "bad env link_congestion: %s", err);
+	unsetenv("RSHARE_LINK_CONGESTION");
+	CHECK(load("port 1\n", c, err, errlen) == 0 && !c->link_congestion[0], "link_congestion unset: %s",
+	      c->link_congestion);
 	setenv("RSHARE_LOG", "chatty", 1);
 	CHECK(cfg_env(c, err, errlen) == -1 &&
 		      !strcmp(err, "RSHARE_LOG: 'chatty' is not error, warn, info or debug"),

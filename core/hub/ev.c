@@ -74,6 +74,11 @@ uint32_t hub_link_timeout_ms(const struct hub *h)
 	return h->link_timeout_ms ? h->link_timeout_ms : HUB_LINK_TIMEOUT_S * 1000u;
 }
 
+const char *hub_link_congestion(const struct hub *h)
+{
+	return h->link_cc;
+}
+
 const union sockaddr_any *hub_bind_addr(const struct hub *h)
 {
 	return &h->bind_addr;

@@ -392,6 +392,7 @@ struct hub {
 	uint64_t sleeps;            /* times the loop went to sleep (told the processes to kick) */
 	uint32_t link_timeout_ms;   /* a link unanswered this long is dropped (its connections wait) */
 	uint32_t link_outage_ms;    /* ... and its connections wait this long for a new one (resume.c) */
+	char link_cc[16];           /* soft links' congestion control: "" or auto (soft_conn.c), or a name */
 	uint32_t nsuspended;        /* connections waiting for a new link */
 	uint32_t nredial;           /* connects to make again (resume.c) */
 	struct relink {             /* peers of lost links, connected to again (resume.c) */

@@ -564,6 +564,7 @@ int hub_main(int argc, char **argv)
 		daemon_dir();
 	h->link_timeout_ms = (uint32_t)(cf.link_timeout > 0 ? cf.link_timeout : HUB_LINK_TIMEOUT_S) * 1000u;
 	h->link_outage_ms = (uint32_t)(cf.link_outage > 0 ? cf.link_outage : HUB_LINK_OUTAGE_S) * 1000u;
+	memcpy(h->link_cc, cf.link_congestion, sizeof(h->link_cc));
 	hub_resume_init(h);
 	h->port = (uint16_t)port;
 	if (hub_setup(h) < 0)

@@ -172,6 +172,16 @@ int cfg_parse_log(const char *s, int *out)
 	return -1;
 }
 
+/* a TCP congestion control's name (what TCP_CONGESTION takes: at most 15
+ * of a-z, 0-9 and _), or auto */
+int cfg_parse_congestion(const char *s)
+{
+	size_t n = 0;
+	while (s && ((s[n] >= 'a' && s[n] <= 'z') || is_digit(s[n]) || s[n] == '_'))
+		n++;
+	return s && !s[n] && n >= 1 && n <= 15 ? 0 : -1;
+}
+
 int cfg_parse_transport(const char *s)
 {
 	return s && (!strcmp(s, "auto") || !strcmp(s, "verbs") || !strcmp(s, "soft")) ? 0 : -1;
@@ -306,6 +316,17 @@ static int set_link_secs(struct cfg *c, const char *key, const char *val, char *
 	return 0;
 }
 
+static int set_congestion(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
+{
+	(void)key;
+	if (cfg_parse_congestion(val) < 0) {
+		cfg_err_set(err, errlen, "link_congestion: '%s' is not auto or a congestion control's name", val);
+		return -1;
+	}
+	strcpy(c->link_congestion, val);
+	return 0;
+}
+
 /* uid_pools, uid_sockets, uid_memory */
 static int set_uid_limit(struct cfg *c, const char *key, const char *val, char *err, size_t errlen)
 {
@@ -351,10 +372,19 @@ static const struct cfg_key {
 	{"spin_us", set_spin},
 	{"link_timeout", set_link_secs},
 	{"link_outage", set_link_secs},
+	{"link_congestion", set_congestion},
 	{"uid_pools", set_uid_limit},
 	{"uid_sockets", set_uid_limit},
 	{"uid_memory", set_uid_limit},
 };
+
+static const struct cfg_key *key_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cfg_keys) / sizeof(cfg_keys[0]); i++)
+		if (!strcmp(name, cfg_keys[i].name))
+			return &cfg_keys[i];
+	return NULL;
+}
 
 /* One line, comments and ends trimmed; 0, or -1 with the problem in ERR. */
 static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t errlen)
@@ -368,10 +398,7 @@ static int parse_line(struct cfg *c, char *line, int lineno, char *err, size_t e
 	key = tok[0];
 	if (!strcmp(key, "use"))
 		return cfg_parse_use(c, tok, ntok, p, lineno, err, errlen);
-	for (size_t i = 0; i < sizeof(cfg_keys) / sizeof(cfg_keys[0]) && !k; i++)
-		if (!strcmp(key, cfg_keys[i].name))
-			k = &cfg_keys[i];
-	if (!k) {
+	if (!(k = key_of(key))) {
 		cfg_err_set(err, errlen, "unknown key '%s'", key);
 		return -1;
 	}
@@ -489,51 +516,32 @@ done:
 	return ret;
 }
 
+/* The keys a variable RSHARE_KEY sets over the file, checked by the file's
+ * setter ("key: problem" said as "RSHARE_KEY: problem"); RSHARE_HUB aside. */
+static const char *const env_keys[] = {"transport",    "port",        "log",         "rcvbuf",         "sndbuf",
+				       "spin_us",      "link_timeout", "link_outage", "link_congestion"};
+
 int cfg_env(struct cfg *c, char *err, size_t errlen)
 {
 	const char *v;
-	if ((v = getenv("RSHARE_TRANSPORT")) && *v) {
-		if (cfg_parse_transport(v) < 0) {
-			cfg_err_set(err, errlen, "RSHARE_TRANSPORT: '%s' is not auto, verbs or soft", v);
+	for (size_t i = 0; i < sizeof(env_keys) / sizeof(env_keys[0]); i++) {
+		char name[32] = "RSHARE_", why[CFG_LINE_MAX];
+		size_t k = strlen(env_keys[i]);
+		for (size_t j = 0; j < k; j++)
+			name[7 + j] = (char)(env_keys[i][j] >= 'a' ? env_keys[i][j] - 'a' + 'A' : env_keys[i][j]);
+		if (!(v = getenv(name)) || !*v)
+			continue;
+		if (key_of(env_keys[i])->set(c, env_keys[i], v, why, sizeof(why)) < 0) {
+			cfg_err_set(err, errlen, "%s%s", name, why + k);
 			return -1;
 		}
-		strcpy(c->transport, v);
 	}
-	if ((v = getenv("RSHARE_PORT")) && *v && cfg_parse_port(v, &c->port) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_PORT: '%s' is not a port (1-65535)", v);
+	if ((v = getenv("RSHARE_HUB")) && *v && strlen(v) >= sizeof(c->hub)) {
+		cfg_err_set(err, errlen, "RSHARE_HUB: the path is too long");
 		return -1;
 	}
-	if ((v = getenv("RSHARE_LOG")) && *v && cfg_parse_log(v, &c->log) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_LOG: '%s' is not error, warn, info or debug", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_RCVBUF")) && *v && cfg_parse_size(v, &c->rcvbuf) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_RCVBUF: '%s' is not a size from 4K to 4M", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_SNDBUF")) && *v && cfg_parse_size(v, &c->sndbuf) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_SNDBUF: '%s' is not a size from 4K to 4M", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_SPIN_US")) && *v && cfg_parse_spin(v, &c->spin_us) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_SPIN_US: '%s' is not a number of microseconds (0-100000)", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_LINK_TIMEOUT")) && *v && cfg_parse_link_timeout(v, &c->link_timeout) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_LINK_TIMEOUT: '%s' is not a number of seconds (1-86400)", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_LINK_OUTAGE")) && *v && cfg_parse_link_timeout(v, &c->link_outage) < 0) {
-		cfg_err_set(err, errlen, "RSHARE_LINK_OUTAGE: '%s' is not a number of seconds (1-86400)", v);
-		return -1;
-	}
-	if ((v = getenv("RSHARE_HUB")) && *v) {
-		if (strlen(v) >= sizeof(c->hub)) {
-			cfg_err_set(err, errlen, "RSHARE_HUB: the path is too long");
-			return -1;
-		}
+	if (v && *v)
 		strcpy(c->hub, v);
-	}
 	return 0;
 }
 

@@ -49,6 +49,7 @@ struct cfg {
 	int spin_us;                  /* -1 unset, else how long a waiter spins before it sleeps */
 	int link_timeout;             /* -1 unset, else seconds a link may go unanswered (1..86400) */
 	int link_outage;              /* -1 unset, else seconds a connection waits for a lost link to come back */
+	char link_congestion[16];     /* "" unset (auto), else a soft link's TCP congestion control */
 	/* what one uid may hold on the hub at once: 0 unset */
 	uint32_t uid_pools, uid_sockets;
 	uint64_t uid_memory;          /* ring bytes */
@@ -67,7 +68,8 @@ const char *cfg_path(void);
  */
 int cfg_load(const char *path, struct cfg *out, char *err, size_t errlen);
 
-/* Apply RSHARE_TRANSPORT, _PORT, _LOG, _RCVBUF, _SNDBUF, _SPIN_US, _LINK_TIMEOUT and _HUB over C.
+/* Apply RSHARE_TRANSPORT, _PORT, _LOG, _RCVBUF, _SNDBUF, _SPIN_US, _LINK_TIMEOUT,
+ * _LINK_OUTAGE, _LINK_CONGESTION and _HUB over C.
  * 0, or -1 with ERR "RSHARE_X: problem". */
 int cfg_env(struct cfg *c, char *err, size_t errlen);
 
@@ -77,6 +79,7 @@ int cfg_parse_port(const char *s, int *out);        /* 1..65535 */
 int cfg_parse_log(const char *s, int *out);         /* error warn info debug */
 int cfg_parse_spin(const char *s, int *out);        /* 0..100000 microseconds */
 int cfg_parse_link_timeout(const char *s, int *out); /* 1..86400 seconds */
+int cfg_parse_congestion(const char *s);            /* auto, or a-z 0-9 _, 1..15 */
 int cfg_parse_bytes(const char *s, uint64_t *out);  /* 1M..1T, K/M/G/T suffixes */
 int cfg_parse_transport(const char *s);             /* auto verbs soft */
 

@@ -9,6 +9,15 @@
  * timeout, rshare.conf's link_timeout: 10 s unless set) make a vanished
  * peer noticed within that time, idle or not; a shorter outage is
  * ridden out by TCP itself, every byte kept.
+ *
+ * A link is one TCP flow for all the connections between two nodes, where
+ * kernel TCP would make a flow of each.  An algorithm that paces its flow
+ * (bbr: without an fq qdisc the kernel paces each flow with a timer) holds
+ * them all to what one paced flow carries, about half of what an unpaced
+ * one does over a veth pair here.  So a link whose algorithm (the node's
+ * default) is bbr runs cubic instead, or reno where cubic is not to be had;
+ * any other is kept.  rshare.conf's link_congestion names one to use
+ * instead (bbr among them), or auto, this choice.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,6 +30,7 @@
 
 #include "soft.h"
 #include "err.h"
+#include "log.h"
 
 static void link_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 {
@@ -49,6 +59,27 @@ static void link_event(struct hub *h, struct hub_ev *ev, uint32_t events)
 		soft_flush(sl);
 }
 
+static int set_cc(int fd, const char *name)
+{
+	return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name));
+}
+
+static void link_congestion(struct soft *sx, int fd)
+{
+	const char *want = hub_link_congestion(sx->h);
+	char now[16] = "";
+	socklen_t len = sizeof(now) - 1;
+	if (*want && strcmp(want, "auto")) {
+		if (set_cc(fd, want) < 0)
+			log_warn("soft link: congestion control '%s' refused (%s): the node's default stays",
+				 want, strerror(errno));
+		return;
+	}
+	if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, now, &len) == 0 && !strncmp(now, "bbr", 3) &&
+	    set_cc(fd, "cubic") < 0)
+		set_cc(fd, "reno"); /* permitted to everyone */
+}
+
 static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 {
 	struct soft_link *sl = calloc(1, sizeof(*sl));
@@ -61,6 +92,7 @@ static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 	sl->ev.fn = link_event;
 	l->xpriv = sl;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	link_congestion(sx, fd);
 	/* a peer node that vanishes (its hub killed, its network cut) is
 	 * noticed within the link timeout, idle or not (the user timeout
 	 * decides for keepalive too): the link is lost (resume.c) */

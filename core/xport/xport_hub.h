@@ -33,6 +33,9 @@ uint64_t hub_node_id(const struct hub *h);
 /* how long a link may go unanswered, its peer silent or the wire cut,
  * before the transport gives it up (rshare.conf: link_timeout) */
 uint32_t hub_link_timeout_ms(const struct hub *h);
+/* the TCP congestion control of soft links (rshare.conf: link_congestion):
+ * "" or "auto" for the transport's choice, else a name */
+const char *hub_link_congestion(const struct hub *h);
 const union sockaddr_any *hub_bind_addr(const struct hub *h); /* family 0: any */
 void hub_count_malformed(struct hub *h); /* a peer broke the protocol */
 /* the listener the hub before this one kept open (a restart): init goes on

@@ -794,7 +794,7 @@ done
 # the hubs' hand-off counters, over everything the column ran
 for col in "${up[@]}"; do
 	[[ -n ${c_hubs[$col]:-} ]] || { cell[handoff,$col]="-" cell[own,$col]="-"; continue; }
-	ho=0 hons=0 hors=0 horw=0 po=0 pons=0 absent=0 tr="" lc=0 fb=0
+	ho=0 hons=0 hors=0 horw=0 po=0 pons=0 absent=0 tr="" lc=0 fb=0 cc="" dcc=""
 	for h in ${c_hubs[$col]}; do
 		j=$(hub_json "${h_nsx[$h]}" "${h_name[$h]}")
 		n=$(json_count handoffs <<<"$j") ns=$(json_count handoff_ns <<<"$j")
@@ -810,6 +810,14 @@ for col in "${up[@]}"; do
 		n=$(json_count fallback_connects <<<"$j")
 		fb=$((fb + ${n:-0}))
 		tr+=$(grep -oE '"transport": ?"[a-z]+"' <<<"$j" | grep -oE '"[a-z]+"$' | tr -d '"')$'\n'
+		# a soft link's congestion control (rshare.conf: link_congestion),
+		# and what kernel TCP's sockets there run
+		if grep -qE '"transport": ?"soft"' <<<"$j" && command -v ss >/dev/null; then
+			n=$(json_count port <<<"$j")
+			cc+=$(${h_nsx[$h]} ss -tinH state established "( sport = :$n or dport = :$n )" 2>/dev/null |
+				grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1)$'\n'
+			dcc+=$(${h_nsx[$h]} sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null)$'\n'
+		fi
 	done
 	if ((absent)); then
 		cell[handoff,$col]="n/a (hub has no hand-off counters)"
@@ -827,6 +835,8 @@ for col in "${up[@]}"; do
 	tr=$(sort -u <<<"$tr" | grep . | paste -sd, -)
 	c_where[$col]+="; links seen: ${tr:-none}; its hubs counted $fb connections fallen back to kernel TCP"
 	[[ $lc != - ]] && c_where[$col]+=" and $lc same-node ones (local_connects)"
+	cc=$(sort -u <<<"$cc" | grep . | paste -sd, -) dcc=$(sort -u <<<"$dcc" | grep . | paste -sd, -)
+	[[ -n $cc ]] && c_where[$col]+="; the soft link's congestion control: $cc (kernel TCP's there: ${dcc:-?})"
 done
 for h in "${!h_pid[@]}"; do
 	stop "${h_pid[$h]}"
