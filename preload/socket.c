@@ -285,7 +285,14 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 		 * sleep until it hands them the lead (vsock_accept.c) */
 		r = vs_accept_follow(p->slot, p->gen, ms);
 		if (r == 1) {
-			r = R(poll)(pf, 2, ms > INT_MAX ? INT_MAX : (int)ms);
+			/* where other processes hold it, one of them woken a
+			 * connection (core/proc/vsock_accept.c) */
+			int wms = ms > INT_MAX ? INT_MAX : (int)ms;
+			r = vs_accept_wait(p->slot, fd, p->evfd, wms);
+			if (r == -ENOSYS)
+				r = R(poll)(pf, 2, wms);
+			else if (r < 0)
+				errno = -r, r = -1;
 		} else if (r == -EINTR) {
 			r = -1, errno = EINTR;
 		}

@@ -165,6 +165,13 @@ int vs_accept(uint32_t slot, uint32_t gen, uint32_t *nslot, uint32_t *ngen, int 
 int vs_accept_spin(uint32_t slot, uint32_t gen, uint32_t seq);
 int vs_accept_follow(uint32_t slot, uint32_t gen, int64_t ms);
 void vs_accept_leave(void);
+/* The leading thread's sleep on kernel listener kfd and eventfd evfd of
+ * listener SLOT, for at most MS (-1: no end), where other processes hold
+ * it: in an exclusive epoll set, one process woken a connection: the
+ * count of descriptors ready (0: the time is up), -EINTR, or -ENOSYS where
+ * the caller is to poll(2) both itself. */
+int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms);
+int vs_accept_own_fds(int *out, int max); /* the epoll sets of vs_accept_wait */
 void vs_accept_fork_child(void);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */

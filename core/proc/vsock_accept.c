@@ -22,15 +22,29 @@
  * Listeners beyond ACC_LISTENERS a process waits on, all its threads
  * poll, as before.
  *
+ * The processes of a pre-fork pool that hold one listener each have a
+ * leader, and the poll of every one of them would wake for every
+ * connection (8 processes blocked in accept made 0.6x kernel TCP's
+ * connections a second).  So where another process holds the listener
+ * (the slot's holders), the leader sleeps in an epoll set of its
+ * process's own, made the first time, that holds the kernel listener and
+ * the eventfd with EPOLLEXCLUSIVE (vs_accept_wait): each write of the
+ * eventfd wakes one process's leader, as the kernel wakes one process
+ * blocked in accept; one that finds more waiting after its accept writes
+ * the eventfd again (preload/socket.c), which wakes the next.  A shutdown
+ * of the listener wakes them all through the kernel listener, which the
+ * kernel wakes all at.  The set is one more descriptor at a high number,
+ * kept from the program's close and close_range as the library's others.
+ *
  * Before it sleeps, a thread back in accept for its next connection polls
  * the listener for a while (vs_accept_spin), as a recv polls its ring: a
  * server that accepts in a loop (and serves each connection itself, or
  * hands it to a new thread or child) is back before its next client
  * connects, and finds it without a wake-up.  Only while no other thread
  * of its process waits on the listener and no other process holds it
- * (the slot's holders: a pre-fork pool's processes sleep in their polls,
- * each woken for every connection anyway, and the poll of one of them
- * gained nothing there), and one thread at a time (the entry's
+ * (the slot's holders: a pre-fork pool's processes sleep in their
+ * epoll sets, one woken a connection, and the poll of one of them gained
+ * nothing there when every one of them woke), and one thread at a time (the entry's
  * spinning field; a thread that jumps out of its poll with a handler leaves
  * it set, and that listener's accepts in the process then sleep at
  * once): the idle threads of a pool would only take the processors that
@@ -39,6 +53,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <time.h>
 
 #include "vsock_int.h"
@@ -52,6 +67,8 @@ struct acc {
 	_Atomic uint32_t word;      /* the followers' futex word, bumped by a hand-off */
 	_Atomic uint32_t followers; /* threads asleep on it */
 	_Atomic uint32_t spinning;  /* a thread polls the listener before it sleeps */
+	_Atomic int ep;             /* the leader's epoll set + 1, 0: none (vs_accept_wait) */
+	int ep_kfd, ep_evfd;        /* ... made with this kernel listener and eventfd */
 };
 static struct acc acc_tab[ACC_LISTENERS];
 static __thread struct acc *acc_led __attribute__((tls_model("initial-exec")));
@@ -77,8 +94,12 @@ static struct acc *acc_of(uint32_t slot, uint32_t gen)
 		if (old && (atomic_load(&a->leader) || atomic_load(&a->followers) ||
 			    ((cl_slot((uint32_t)old)->gen ^ (uint32_t)(old >> 32)) & 0x7fffffffu) == 0))
 			continue;
-		if (atomic_compare_exchange_strong(&a->key, &old, key))
+		if (atomic_compare_exchange_strong(&a->key, &old, key)) {
+			int ep = atomic_exchange(&a->ep, 0) - 1;
+			if (ep >= 0)
+				sys_close(ep); /* the set of the listener before */
 			return a;
+		}
 	}
 	return NULL;
 }
@@ -161,11 +182,76 @@ void vs_accept_leave(void)
 		sys_futex(&a->word, FUTEX_WAKE, 1, NULL);
 }
 
-/* The parent's other threads are not in the child: their leads go. */
+/* A's epoll set, made with kernel listener kfd and eventfd evfd the first
+ * time (again where the descriptors are others now: a dup); -1 where it
+ * cannot be made. */
+static int acc_epoll(struct acc *a, int kfd, int evfd)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+	int ep = atomic_load(&a->ep) - 1;
+	if (ep >= 0 && a->ep_kfd == kfd && a->ep_evfd == evfd)
+		return ep;
+	if (ep >= 0) {
+		atomic_store(&a->ep, 0);
+		sys_close(ep);
+	}
+	ep = cl_hi_fd((int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
+	if (ep < 0)
+		return -1;
+	if (syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, evfd, &ev) < 0 ||
+	    syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, kfd, &ev) < 0) {
+		sys_close(ep);
+		return -1;
+	}
+	a->ep_kfd = kfd;
+	a->ep_evfd = evfd;
+	atomic_store(&a->ep, ep + 1);
+	return ep;
+}
+
+int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
+{
+	struct acc *a = acc_led;
+	struct epoll_event ev[2];
+	int ep, type;
+	long r;
+	if (!a || (uint32_t)atomic_load(&a->key) != slot || atomic_load(&cl_slot(slot)->holders) <= 1 ||
+	    (ep = acc_epoll(a, kfd, evfd)) < 0)
+		return -ENOSYS;
+	/* a cancellation point, as accept(2) is (the caller's cleanup
+	 * passes the lead on) */
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
+	r = syscall(SYS_epoll_pwait, ep, ev, 2, ms, NULL, 8);
+	r = r < 0 ? -errno : r;
+	pthread_setcanceltype(type, NULL);
+	if (r >= 0 || r == -EINTR)
+		return (int)r;
+	/* the set is not what it was (a dup2 over its number): poll */
+	atomic_store(&a->ep, 0);
+	return -ENOSYS;
+}
+
+int vs_accept_own_fds(int *out, int max)
+{
+	int n = 0;
+	for (int i = 0; i < ACC_LISTENERS && n < max; i++) {
+		int ep = atomic_load(&acc_tab[i].ep) - 1;
+		if (ep >= 0)
+			out[n++] = ep;
+	}
+	return n;
+}
+
+/* The parent's other threads are not in the child: their leads go, and
+ * the epoll sets, which the child shares with its parent, are closed (the
+ * child makes its own). */
 void vs_accept_fork_child(void)
 {
 	for (int i = 0; i < ACC_LISTENERS; i++) {
 		struct acc *a = &acc_tab[i];
+		int ep = atomic_exchange(&a->ep, 0) - 1;
+		if (ep >= 0)
+			sys_close(ep);
 		if (a != acc_led)
 			atomic_store(&a->leader, 0);
 		atomic_store(&a->followers, 0);

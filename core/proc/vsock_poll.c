@@ -106,7 +106,7 @@ int vs_own_fds(int *out, int max)
 		if (fd >= 0 && !atomic_load(&vs_poll_selfs[i]))
 			out[n++] = fd;
 	}
-	return n;
+	return n + vs_accept_own_fds(out + n, max - n);
 }
 
 int vs_poll_self(uint32_t slot)
