@@ -90,8 +90,10 @@ void pfd_forget(int fd)
 		if (evfd >= 0)
 			ep_listener_closing(fd);
 		pfd_clear(fd);
-		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0)
+		if ((abort ? vs_unref_abort(slot, gen) : vs_unref(slot, gen)) != 0 && evfd >= 0) {
 			sys_close(evfd);
+			vs_accept_forget(slot, gen);
+		}
 	} else {
 		struct pfd *q = pfd_get(fd);
 		if (q && q->kind)

@@ -172,6 +172,9 @@ void vs_accept_leave(void);
  * the caller is to poll(2) both itself. */
 int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms);
 int vs_accept_own_fds(int *out, int max); /* the epoll sets of vs_accept_wait */
+/* the process's last descriptor of listener SLOT closed: its set goes,
+ * unless a thread still waits on it */
+void vs_accept_forget(uint32_t slot, uint32_t gen);
 void vs_accept_fork_child(void);
 void vs_ref(uint32_t slot);
 /* 1 when this was the process's last descriptor of the slot, 0 when not */

@@ -231,6 +231,19 @@ int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
 	return -ENOSYS;
 }
 
+void vs_accept_forget(uint32_t slot, uint32_t gen)
+{
+	uint64_t key = 1ull << 63 | (uint64_t)gen << 32 | slot;
+	for (int i = 0; i < ACC_LISTENERS; i++) {
+		struct acc *a = &acc_tab[i];
+		if (atomic_load(&a->key) == key && !atomic_load(&a->leader) && !atomic_load(&a->followers)) {
+			int ep = atomic_exchange(&a->ep, 0) - 1;
+			if (ep >= 0)
+				sys_close(ep);
+		}
+	}
+}
+
 int vs_accept_own_fds(int *out, int max)
 {
 	int n = 0;
