@@ -209,6 +209,28 @@ static int acc_epoll(struct acc *a, int kfd, int evfd)
 	return ep;
 }
 
+/* An exclusive wake-up goes to the first set in the file's queue that has
+ * a sleeper, and a set stays where it was added: the process whose set is
+ * first would take every connection while it sleeps in time.  The kernel
+ * queues a process blocked in accept anew at each wait, behind the others,
+ * so that a pool's connections go round its processes; so a set that woke
+ * is taken out of both queues and put back at their ends.  A wake-up
+ * meanwhile goes to another process, or, the eventfd or kernel listener
+ * still readable, finds the set ready when it is added again. */
+static void acc_requeue(struct acc *a, int ep)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+	for (int i = 0; i < 2; i++) {
+		int fd = i ? a->ep_kfd : a->ep_evfd;
+		syscall(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, NULL);
+		if (syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			atomic_store(&a->ep, 0); /* the leader polls from now on */
+			sys_close(ep);
+			return;
+		}
+	}
+}
+
 int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
 {
 	struct acc *a = acc_led;
@@ -224,6 +246,8 @@ int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
 	r = syscall(SYS_epoll_pwait, ep, ev, 2, ms, NULL, 8);
 	r = r < 0 ? -errno : r;
 	pthread_setcanceltype(type, NULL);
+	if (r > 0)
+		acc_requeue(a, ep);
 	if (r >= 0 || r == -EINTR)
 		return (int)r;
 	/* the set is not what it was (a dup2 over its number): poll */
