@@ -31,9 +31,10 @@
  * the eventfd with EPOLLEXCLUSIVE (vs_accept_wait): each write of the
  * eventfd wakes one process's leader, as the kernel wakes one process
  * blocked in accept; one that finds more waiting after its accept writes
- * the eventfd again (preload/socket.c), which wakes the next.  A shutdown
- * of the listener wakes them all through the kernel listener, which the
- * kernel wakes all at.  The set is one more descriptor at a high number,
+ * the eventfd again (preload/socket.c), which wakes the next; and a set
+ * that woke goes back to the end of the queues (acc_requeue), so that the
+ * connections go round the processes.  A shutdown of the listener wakes
+ * them all through the kernel listener, which the kernel wakes all at.  The set is one more descriptor at a high number,
  * kept from the program's close and close_range as the library's others.
  *
  * Before it sleeps, a thread back in accept for its next connection polls
