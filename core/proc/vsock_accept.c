@@ -10,10 +10,11 @@
  * wake for every connection, and all but one find nothing (a pool of 8
  * threads blocked in accept on one node made 10,600 to 13,400
  * connections a second where kernel TCP made 13,100 to 25,500).  So in
- * each process one thread of a listener leads: it polls; the others follow: each sleeps on the
- * process's word for that listener (vs_accept_follow), and the leader,
- * as it leaves accept with a connection (or an error), hands the lead to
- * one of them (vs_accept_leave; also when it is cancelled in accept).
+ * each process one thread of a listener leads: it polls; the others
+ * follow: each sleeps on the process's word for that listener
+ * (vs_accept_follow), and the leader, as it leaves accept with a
+ * connection (or an error), hands the lead to one of them
+ * (vs_accept_leave; also when it is cancelled in accept).
  * A follower also wakes every ACC_LOOK_MS to look at the queues itself
  * and at whether the leader's thread is still there (one that jumped out
  * of its poll and ended keeps the lead: the first follower to find it
@@ -34,8 +35,11 @@
  * the eventfd again (preload/socket.c), which wakes the next; and a set
  * that woke goes back to the end of the queues (acc_requeue), so that the
  * connections go round the processes.  A shutdown of the listener wakes
- * them all through the kernel listener, which the kernel wakes all at.  The set is one more descriptor at a high number,
- * kept from the program's close and close_range as the library's others.
+ * them all through the kernel listener, which the kernel wakes all at.
+ * The set is one more descriptor at a high number, kept from the
+ * program's close and close_range as the library's others; a forked child
+ * closes the sets it shares with its parent and makes its own, and the
+ * process's last close of the listener closes its set.
  *
  * Before it sleeps, a thread back in accept for its next connection polls
  * the listener for a while (vs_accept_spin), as a recv polls its ring: a
@@ -43,13 +47,13 @@
  * hands it to a new thread or child) is back before its next client
  * connects, and finds it without a wake-up.  Only while no other thread
  * of its process waits on the listener and no other process holds it
- * (the slot's holders: a pre-fork pool's processes sleep in their
- * epoll sets, one woken a connection, and the poll of one of them gained
- * nothing there when every one of them woke), and one thread at a time (the entry's
- * spinning field; a thread that jumps out of its poll with a handler leaves
- * it set, and that listener's accepts in the process then sleep at
- * once): the idle threads of a pool would only take the processors that
- * the one that serves, the hub and the clients need.
+ * (the slot's holders: a pre-fork pool's processes sleep in their epoll
+ * sets, one woken a connection, and the poll of one of them gained
+ * nothing there when every one of them woke), and one thread at a time
+ * (the entry's spinning field; a thread that jumps out of its poll with a
+ * handler leaves it set, and that listener's accepts in the process then
+ * sleep at once): the idle threads of a pool would only take the
+ * processors that the one that serves, the hub and the clients need.
  */
 #include <pthread.h>
 #include <sched.h>
