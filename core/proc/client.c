@@ -75,7 +75,10 @@ int cl_hub_connect(void)
 
 /* The hub's answer on the connection: polled for spin_us first, as a
  * request cell's is (cell.c), then slept for; the hub answers most
- * within a few microseconds, less than a sleep and a wake-up cost. */
+ * within a few microseconds, less than a sleep and a wake-up cost.  Each
+ * look is a system call, so at most the default spin_us, whatever is set:
+ * a spin_us of 100 ms made a request the hub was slow to answer cost
+ * thousands of them. */
 static ssize_t rpc_recv_soon(int fd, struct msghdr *m)
 {
 	uint64_t end = 0;
@@ -84,7 +87,8 @@ static ssize_t rpc_recv_soon(int fd, struct msghdr *m)
 		if (n >= 0 || errno != EAGAIN)
 			return n;
 		if (!end)
-			end = sys_now_ns() + cl.spin_ns;
+			end = sys_now_ns() +
+			      (cl.spin_ns < CFG_DEFAULT_SPIN_US * 1000ull ? cl.spin_ns : CFG_DEFAULT_SPIN_US * 1000ull);
 		else if (sys_now_ns() >= end)
 			return sys_recvmsg(fd, m, MSG_CMSG_CLOEXEC);
 		sched_yield();
