@@ -5,7 +5,8 @@
 # reno) instead; any other default is kept; rshare.conf's link_congestion
 # (RSHARE_LINK_CONGESTION) names the link's algorithm; a name that is no
 # name stops the hub with a clear error.  Each case reads the algorithm of
-# both ends of the link from ss, and proves with the hubs' counters that a
+# both ends of the link from ss (and checks that rshare stat's `congestion`
+# of the link says the same), and proves with the hubs' counters that a
 # stream, checked byte for byte, went over that link.
 
 load lib
@@ -46,7 +47,7 @@ link_cc() {
 # stream: 4 MiB from B to A's echo server under rshare, echoed back and
 # compared; then both ends of the link must name one algorithm, printed
 stream() {
-	local out a b tx
+	local out a b s x tx
 	rs_bg srv "$NS_A" --rshare "$RS_BIN/echo-server" 7401
 	rs_wait_ready srv
 	out=$(rs_exec "$NS_B" --rshare python3 -c '
@@ -70,6 +71,11 @@ print("echoed whole" if got == data else "echoed %d bytes, differing" % len(got)
 	a=$(link_cc "$NS_A")
 	b=$(link_cc "$NS_B")
 	[[ -n $a && $a == "$b" ]] || rs_fail "the link's ends run '$a' (A) and '$b' (B)"
+	# and rshare stat says what ss says
+	for x in "$NS_A:$a" "$NS_B:$b"; do
+		s=$(rs_stat "${x%%:*}" | jq -r '[.links[] | select(.transport == "soft") | .congestion] | first')
+		[[ $s == "${x#*:}" ]] || rs_fail "stat in ${x%%:*} says the link runs '$s', ss '${x#*:}'"
+	done
 	echo "$a"
 }
 

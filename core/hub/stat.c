@@ -172,14 +172,16 @@ static void json_links(struct sb *s, struct hub *h)
 			  "\"transport\":\"%s\",\"state\":\"%s\",\"direction\":\"%s\",\"connections\":%u,"
 			  "\"connections_total\":%llu,\"bytes_tx\":%llu,\"bytes_rx\":%llu,"
 			  "\"msgs_tx\":%llu,\"msgs_rx\":%llu,\"cq_send\":%llu,\"cq_recv\":%llu,"
-			  "\"device\":\"%s\",\"device_port\":%d,\"qpn\":%u,\"bytes_rx_direct\":%llu}",
+			  "\"device\":\"%s\",\"device_port\":%d,\"qpn\":%u,\"bytes_rx_direct\":%llu,"
+			  "\"congestion\":\"%s\"}",
 			  first ? "" : ",", l->x.id, (unsigned long long)l->x.peer_node,
 			  addr_str(&l->x.peer_addr, a, sizeof(a)), addr_str(&l->x.local_addr, b, sizeof(b)),
 			  l->x.xp->ops->name, link_state(l->state), l->x.outgoing ? "out" : "in", l->conns,
 			  (unsigned long long)l->conns_total, (unsigned long long)l->bytes_tx,
 			  (unsigned long long)l->bytes_rx, (unsigned long long)l->msgs_tx,
 			  (unsigned long long)l->msgs_rx, (unsigned long long)l->cq_send,
-			  (unsigned long long)l->cq_recv, xi.dev, xi.dev_port, xi.qpn, (unsigned long long)xi.rx_direct);
+			  (unsigned long long)l->cq_recv, xi.dev, xi.dev_port, xi.qpn, (unsigned long long)xi.rx_direct,
+			  xi.congestion);
 	}
 }
 

@@ -54,6 +54,7 @@ struct xlink_info {
 	int dev_port;
 	uint32_t qpn;  /* verbs: our queue pair number */
 	uint64_t rx_direct; /* soft: payload bytes read from the link straight into rings */
+	char congestion[16]; /* soft: the TCP congestion control of the link's connection */
 };
 
 enum xwc_op { XWC_SEND = 1, XWC_WRITE, XWC_RECV, XWC_RECV_IMM };

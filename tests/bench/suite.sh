@@ -812,10 +812,8 @@ for col in "${up[@]}"; do
 		tr+=$(grep -oE '"transport": ?"[a-z]+"' <<<"$j" | grep -oE '"[a-z]+"$' | tr -d '"')$'\n'
 		# a soft link's congestion control (rshare.conf: link_congestion),
 		# and what kernel TCP's sockets there run
-		if grep -qE '"transport": ?"soft"' <<<"$j" && command -v ss >/dev/null; then
-			n=$(json_count port <<<"$j")
-			cc+=$(${h_nsx[$h]} ss -tinH state established "( sport = :$n or dport = :$n )" 2>/dev/null |
-				grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1)$'\n'
+		if grep -qE '"transport": ?"soft"' <<<"$j"; then
+			cc+=$(grep -oE '"congestion": ?"[a-z0-9_]+"' <<<"$j" | grep -oE '"[a-z0-9_]+"$' | tr -d '"')$'\n'
 			dcc+=$(${h_nsx[$h]} sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null)$'\n'
 		fi
 	done
