@@ -99,12 +99,8 @@ static int pp_collect_listeners(struct pollfd *fds, nfds_t n, struct pollfd *k)
 		struct pfd *p = rs_of(fds[i].fd);
 		if (!p || p->kind != FD_LISTEN)
 			continue;
-		if (k[nl].revents & POLLIN) {
-			uint64_t junk;
-			if (!atomic_load(&cl_slot(p->slot)->acceptq))
-				while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
-					;
-		}
+		if ((k[nl].revents & POLLIN) && !atomic_load(&cl_slot(p->slot)->acceptq))
+			lis_drain(p);
 		nl++;
 		if ((fds[i].events & POLLIN) && atomic_load(&cl_slot(p->slot)->acceptq)) {
 			ready += fds[i].revents == 0;

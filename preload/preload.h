@@ -132,6 +132,14 @@ static inline struct pfd *rs_of(int fd)
 /* A vfork child (a child that shares this memory: cl.pid is its
  * parent's): the table and the references are its parent's, so until it
  * execs (exec.c, spawn mode) its descriptor calls are the kernel's alone. */
+/* A listener's wake-up (its eventfd) emptied. */
+static inline void lis_drain(const struct pfd *p)
+{
+	uint64_t junk;
+	while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
+		;
+}
+
 static inline int pl_vfork_child(void)
 {
 	return cl.pid && getpid() != cl.pid;

@@ -208,10 +208,8 @@ static void accept_leave(void *arg)
 static int accept_took(int fd, struct pfd *p, struct arena_slot *ls, uint32_t ns, uint32_t ng, int nf, int flags,
 		       struct sockaddr *addr, socklen_t *len)
 {
-	uint64_t junk;
 	int nfd;
-	while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
-		;
+	lis_drain(p);
 	if (atomic_load(&ls->acceptq)) {
 		uint64_t one = 1;
 		if (sys_write(p->evfd, &one, sizeof(one)) < 0) {
@@ -234,12 +232,10 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 	for (;;) {
 		long ms = -1;
 		uint32_t ns, ng, mark[2];
-		uint64_t junk;
 		struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->evfd, .events = POLLIN}};
 		int r, nfd, nf = -1;
 		uint32_t seq = atomic_load(&ls->wake_seq);
-		while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
-			;
+		lis_drain(p);
 		/* a connection accepted nonblocking, or from a nonblocking
 		 * listener (asyncio, Java's NIO: accept, then O_NONBLOCK), is
 		 * one an event loop polls next */

@@ -78,6 +78,14 @@ struct acc {
 static struct acc acc_tab[ACC_LISTENERS];
 static __thread struct acc *acc_led __attribute__((tls_model("initial-exec")));
 
+/* A's epoll set, if it has one, closed (vs_accept_wait). */
+static void acc_set_close(struct acc *a)
+{
+	int ep = atomic_exchange(&a->ep, 0) - 1;
+	if (ep >= 0)
+		sys_close(ep);
+}
+
 static pid_t acc_tid(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -100,9 +108,7 @@ static struct acc *acc_of(uint32_t slot, uint32_t gen)
 			    ((cl_slot((uint32_t)old)->gen ^ (uint32_t)(old >> 32)) & 0x7fffffffu) == 0))
 			continue;
 		if (atomic_compare_exchange_strong(&a->key, &old, key)) {
-			int ep = atomic_exchange(&a->ep, 0) - 1;
-			if (ep >= 0)
-				sys_close(ep); /* the set of the listener before */
+			acc_set_close(a); /* the set of the listener before */
 			return a;
 		}
 	}
@@ -187,24 +193,29 @@ void vs_accept_leave(void)
 		sys_futex(&a->word, FUTEX_WAKE, 1, NULL);
 }
 
+/* fd into set ep, exclusively, at the end of fd's queue (with DEL, taken
+ * out of it first); 0 or -1 */
+static int acc_add(int ep, int fd, int del)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
+	if (del)
+		syscall(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, NULL);
+	return syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -1 : 0;
+}
+
 /* A's epoll set, made with kernel listener kfd and eventfd evfd the first
  * time (again where the descriptors are others now: a dup); -1 where it
  * cannot be made. */
 static int acc_epoll(struct acc *a, int kfd, int evfd)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
 	int ep = atomic_load(&a->ep) - 1;
 	if (ep >= 0 && a->ep_kfd == kfd && a->ep_evfd == evfd)
 		return ep;
-	if (ep >= 0) {
-		atomic_store(&a->ep, 0);
-		sys_close(ep);
-	}
+	acc_set_close(a);
 	ep = cl_hi_fd((int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
 	if (ep < 0)
 		return -1;
-	if (syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, evfd, &ev) < 0 ||
-	    syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, kfd, &ev) < 0) {
+	if (acc_add(ep, evfd, 0) < 0 || acc_add(ep, kfd, 0) < 0) {
 		sys_close(ep);
 		return -1;
 	}
@@ -224,16 +235,8 @@ static int acc_epoll(struct acc *a, int kfd, int evfd)
  * still readable, finds the set ready when it is added again. */
 static void acc_requeue(struct acc *a, int ep)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE};
-	for (int i = 0; i < 2; i++) {
-		int fd = i ? a->ep_kfd : a->ep_evfd;
-		syscall(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, NULL);
-		if (syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			atomic_store(&a->ep, 0); /* the leader polls from now on */
-			sys_close(ep);
-			return;
-		}
-	}
+	if (acc_add(ep, a->ep_evfd, 1) < 0 || acc_add(ep, a->ep_kfd, 1) < 0)
+		acc_set_close(a); /* the leader polls from now on */
 }
 
 int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
@@ -265,11 +268,8 @@ void vs_accept_forget(uint32_t slot, uint32_t gen)
 	uint64_t key = 1ull << 63 | (uint64_t)gen << 32 | slot;
 	for (int i = 0; i < ACC_LISTENERS; i++) {
 		struct acc *a = &acc_tab[i];
-		if (atomic_load(&a->key) == key && !atomic_load(&a->leader) && !atomic_load(&a->followers)) {
-			int ep = atomic_exchange(&a->ep, 0) - 1;
-			if (ep >= 0)
-				sys_close(ep);
-		}
+		if (atomic_load(&a->key) == key && !atomic_load(&a->leader) && !atomic_load(&a->followers))
+			acc_set_close(a);
 	}
 }
 
@@ -291,9 +291,7 @@ void vs_accept_fork_child(void)
 {
 	for (int i = 0; i < ACC_LISTENERS; i++) {
 		struct acc *a = &acc_tab[i];
-		int ep = atomic_exchange(&a->ep, 0) - 1;
-		if (ep >= 0)
-			sys_close(ep);
+		acc_set_close(a);
 		if (a != acc_led)
 			atomic_store(&a->leader, 0);
 		atomic_store(&a->followers, 0);

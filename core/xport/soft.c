@@ -29,8 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -481,12 +479,10 @@ static int soft_listener(struct xport *xp)
 static void soft_link_info(struct xlink *l, struct xlink_info *out)
 {
 	struct soft_link *sl = SL(l);
-	socklen_t len = sizeof(out->congestion) - 1;
 	if (!sl)
 		return;
 	out->rx_direct = sl->rx_direct;
-	if (getsockopt(sl->fd, IPPROTO_TCP, TCP_CONGESTION, out->congestion, &len) < 0)
-		out->congestion[0] = 0;
+	soft_congestion(sl->fd, out->congestion); /* empty where it cannot be read */
 }
 
 const struct xport_ops xport_soft_ops = {

@@ -157,5 +157,7 @@ void soft_link_drain(struct xlink *l, int wait_ms); /* a lost link: all its peer
 /* soft_conn.c: listening, accepting, connecting */
 int soft_init(struct xport *xp, struct hub *h, uint16_t port);
 int soft_link_connect(struct xport *xp, struct xlink *l, const union sockaddr_any *peer);
+/* the TCP congestion control of link socket fd, NUL-ended, in NAME; 0 or -1 */
+int soft_congestion(int fd, char name[16]);
 
 #endif

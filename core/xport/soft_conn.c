@@ -64,19 +64,24 @@ static int set_cc(int fd, const char *name)
 	return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name));
 }
 
+int soft_congestion(int fd, char name[16])
+{
+	socklen_t len = 15;
+	memset(name, 0, 16);
+	return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) < 0 ? -1 : 0;
+}
+
 static void link_congestion(struct soft *sx, int fd)
 {
 	const char *want = hub_link_congestion(sx->h);
-	char now[16] = "";
-	socklen_t len = sizeof(now) - 1;
+	char now[16];
 	if (*want && strcmp(want, "auto")) {
 		if (set_cc(fd, want) < 0)
 			log_warn("soft link: congestion control '%s' refused (%s): the node's default stays",
 				 want, strerror(errno));
 		return;
 	}
-	if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, now, &len) == 0 && !strncmp(now, "bbr", 3) &&
-	    set_cc(fd, "cubic") < 0)
+	if (soft_congestion(fd, now) == 0 && !strncmp(now, "bbr", 3) && set_cc(fd, "cubic") < 0)
 		set_cc(fd, "reno"); /* permitted to everyone */
 }
 
