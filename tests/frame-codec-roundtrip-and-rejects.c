@@ -208,6 +208,7 @@ static struct wire_ctl ctl_of(uint8_t op)
 		c.dst = 0x00100001;
 		c.src = 0x00200002;
 		c.ring = ARENA_MIN_RING;
+		c.reason = 129; /* the listener's room */
 		break;
 	case CTL_REFUSE:
 		c.dst = 0x00100001;
@@ -251,6 +252,9 @@ static struct wire_ctl ctl_of(uint8_t op)
 		wire_rekey_put(&c, r);
 		break;
 	}
+	case CTL_UNLISTEN:
+		c.port = 8080;
+		break;
 	default:
 		c.dst = 0x00400004;
 	}
@@ -311,6 +315,12 @@ static void ctl_accept_cases(void)
 	CHECK(strcmp(wire_op_name(0), "?") == 0);
 	CHECK(strcmp(wire_op_name(CTL_MAX + 1), "?") == 0);
 	CHECK(strcmp(wire_op_name(1000), "?") == 0);
+	/* a CONNECT its hub answered early */
+	c = ctl_of(CTL_CONNECT);
+	c.reason = CONNECT_EARLY;
+	ctl_put(&c);
+	CHECK_EQ(dec_ctl(&why), 0);
+	ctl_same(&c, &co);
 	/* IPv6 CONNECT; REFUSE for lack of space; every valid ring size */
 	c = ctl_of(CTL_CONNECT);
 	c.family = AF_INET6;
@@ -360,6 +370,8 @@ static void ctl_reject_cases(void)
 	}
 	c = ctl_of(CTL_CONNECT); c.dst = 1; ctl_put(&c); REJECT(dec_ctl);
 	c = ctl_of(CTL_PING); c.dst = 1; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_UNLISTEN); c.dst = 1; ctl_put(&c); REJECT(dec_ctl);
+	c = ctl_of(CTL_CONNECT); c.reason = 2; ctl_put(&c); REJECT(dec_ctl); /* 1 only: CONNECT_EARLY */
 	c = ctl_of(CTL_CONNECT); c.src = 0; ctl_put(&c); REJECT(dec_ctl);
 	uint32_t bad_rings[] = {0, 1, ARENA_MIN_RING / 2, ARENA_MIN_RING - 1, ARENA_MIN_RING + 1,
 				3 * ARENA_MIN_RING, 100000, ARENA_MAX_RING - 1, ARENA_MAX_RING + 1,
@@ -500,8 +512,8 @@ static void fuzz_one(uint8_t *buf, size_t len)
 		if (c.op == CTL_CONNECT || c.op == CTL_ACCEPT)
 			CHECK(c.ring >= ARENA_MIN_RING && c.ring <= ARENA_MAX_RING &&
 			      (c.ring & (c.ring - 1)) == 0);
-		if (c.op == CTL_CONNECT || c.op == CTL_PING)
-			CHECK(c.op == CTL_PING ? c.dst == 0 : 1);
+		if (c.op == CTL_CONNECT || c.op == CTL_PING || c.op == CTL_UNLISTEN)
+			CHECK(c.op != CTL_CONNECT ? c.dst == 0 : 1);
 		else
 			CHECK(c.dst != 0);
 	}

@@ -163,7 +163,11 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	c.val = rx_addr(s);
 	c.rkey = s->rx_rkey;
 	s->connect_sent = 1;
+	if (hub_early_ok(s))
+		c.reason = CONNECT_EARLY;
 	link_send_ctl(s->link, &c, tag_make(s->sid, s->gen));
+	if (c.reason)
+		hub_early_answer(h, s);
 	return 0;
 }
 
@@ -245,6 +249,7 @@ void hub_listener_forget(struct hub *h, struct hsock *s)
 		h->socks[last]->lis_at = s->lis_at;
 	}
 	chain_unlink(h, &h->lis_port[s->lport], s->sid, offsetof(struct hsock, lis_next_port));
+	hub_early_unlisten(h, s->lport);
 	if (s->lino)
 		chain_unlink(h, ino_head(h, s->lino), s->sid, offsetof(struct hsock, lis_next_ino));
 }
@@ -375,11 +380,13 @@ static void admit(struct hub *h, struct link *l, struct hsock *ls, const struct 
 		return;
 	}
 	establish(s, l, c);
+	hub_by_src_add(h, s);
 	accepted_addrs(s, ls, c);
 	a.src = tag_imm(s->sid, s->gen);
 	a.ring = (uint32_t)s->rx_size;
 	a.val = rx_addr(s);
 	a.rkey = s->rx_rkey;
+	a.reason = (uint16_t)(ls->qlen >= (uint32_t)ls->backlog ? 0 : ls->backlog - ls->qlen);
 	link_send_ctl(l, &a, 0);
 	atomic_store(&ls->as->acceptq, ls->qlen);
 	hsock_wake(ls);
@@ -438,7 +445,8 @@ void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
 		link_send_ctl(l, &r, 0);
 		return;
 	}
-	if (ls->qlen >= (uint32_t)ls->backlog) {
+	/* one answered early may have sent bytes already: queued at once */
+	if (ls->qlen >= (uint32_t)ls->backlog && !(c->reason & CONNECT_EARLY)) {
 		pend_push(ls, l, c);
 		return;
 	}
@@ -542,6 +550,19 @@ int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
 
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
 {
+	hub_early_learn(l, s, c);
+	if (s->early) {
+		/* answered before: now its writes, FIN or reset may go */
+		s->early = 0;
+		if (s->state != HS_ESTABLISHED) {
+			s->peer = c->src; /* reset, or released with a reset, meanwhile */
+			hsock_send_reset(s);
+			return;
+		}
+		establish(s, l, c);
+		hsock_tx(h, s);
+		return;
+	}
 	if (s->state == HS_LINGER) {
 		/* released while connecting: refuse it now */
 		s->peer = c->src;
@@ -561,6 +582,10 @@ void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struc
 /* REFUSE: no listener there, or no room: the process uses kernel TCP */
 void hsock_on_refuse(struct hub *h, struct hsock *s)
 {
+	if (s->early) {
+		hub_early_refused(h, s);
+		return;
+	}
 	if (s->state == HS_LINGER) {
 		hsock_free(h, s);
 		return;

@@ -74,8 +74,19 @@ void hsock_tx(struct hub *h, struct hsock *s)
 		hsock_local_wake(h, s, 0);
 		return;
 	}
-	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as || s->resuming)
+	uint32_t dst = s->peer;
+	uint64_t by_src = 0;
+	/* early (early.c): the peer's socket is not known before its ACCEPT;
+	 * on soft the first bytes go anyway, named by ours, as many as the
+	 * smallest ring takes */
+	if (s->state != HS_ESTABLISHED || !l || l->state != LINK_UP || l->doomed || !s->as || s->resuming ||
+	    (s->early && !hsock_positional(s)))
 		return;
+	if (s->early) {
+		ring = ARENA_MIN_RING;
+		dst = tag_imm(s->sid, s->gen);
+		by_src = WIRE_BY_SRC;
+	}
 	tail = s->fin_pending ? s->fin_at : ring_load(&s->as->tx.tail);
 	if (!ring_sane(s->tx_done, tail, s->tx_size) || tail - s->tx_done < s->tx_posted - s->tx_done) {
 		hsock_abort(h, s, "process wrote an impossible tx tail");
@@ -103,8 +114,8 @@ void hsock_tx(struct hub *h, struct hsock *s)
 			n = WIRE_MAX_WRITE;
 		raddr = target(s, s->tx_posted, &n, &rkey);
 		c = ring_iov(base, s->tx_size, s->tx_posted, n, iov);
-		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr, rkey,
-					       s->peer);
+		r = l->x.xp->ops->post_write_imm(&l->x, tag_make(s->sid, s->gen), iov, c, s->tx_lkey, raddr | by_src,
+					       rkey, dst);
 		if (r == -EAGAIN) {
 			txwait(s);
 			return;
@@ -119,7 +130,7 @@ void hsock_tx(struct hub *h, struct hsock *s)
 	}
 	if (s->tx_posted != posted0 && s->peer_placed_rkey)
 		placed_post(h, s);
-	if (s->fin_pending && !s->fin_sent && s->tx_posted == s->fin_at) {
+	if (s->fin_pending && !s->fin_sent && s->tx_posted == s->fin_at && !s->early) {
 		struct wire_ctl c = {.op = CTL_FIN, .dst = s->peer, .src = tag_imm(s->sid, s->gen)};
 		s->fin_sent = 1;
 		link_send_ctl(l, &c, tag_make(s->sid, s->gen));
@@ -134,7 +145,8 @@ void hsock_credit(struct hub *h, struct hsock *s)
 		hsock_local_wake(h, s, 1);
 		return;
 	}
-	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP || s->resuming)
+	if (s->state != HS_ESTABLISHED || !s->as || !s->link || s->link->state != LINK_UP || s->resuming ||
+	    s->early)
 		return;
 	head = hsock_rx_head(s, &seen);
 	if (seen != head)

@@ -54,6 +54,7 @@
 #define HUB_DEFAULT_PORT 18515
 #define HUB_LINK_CONNECT_MS 3000
 #define HUB_LIS_INO_BUCKETS 4096 /* buckets of listeners by kernel inode */
+#define HUB_BY_SRC_BUCKETS 4096  /* buckets of accepted sockets by their peer's socket (early.c) */
 #define HUB_WAKE_LATER 16       /* listeners one request may wake after its answer */
 #define HUB_KEEPALIVE_MS 2000 /* an idle verbs link sends a PING this often */
 #define HUB_LINK_TIMEOUT_S 10 /* a link unanswered this long is dropped (rshare.conf: link_timeout) */
@@ -149,6 +150,8 @@ struct proc {
 
 enum link_state { LINK_CONNECTING = 1, LINK_UP, LINK_DOWN };
 
+#define LINK_EARLY_PORTS 8
+
 struct link {
 	struct xlink x;                /* what its transport sees: id, ends, peer node */
 	enum link_state state;
@@ -169,6 +172,15 @@ struct link {
 	uint32_t ntxwait, txwait_cap;
 	uint32_t conns;
 	uint64_t conns_total, bytes_tx, bytes_rx, msgs_tx, msgs_rx, cq_send, cq_recv;
+	/* ports the peer node accepted a connection to of late, and the
+	 * room its listener had then: a connect there is answered at once
+	 * (early.c) */
+	struct early_port {
+		uint16_t port;
+		uint16_t room;      /* connections it may still queue, less those in flight */
+		uint32_t inflight;  /* answered here, its ACCEPT not come yet */
+	} early[LINK_EARLY_PORTS];
+	uint32_t early_next;    /* the entry a new port takes */
 	struct link *next;
 };
 
@@ -274,6 +286,7 @@ struct hsock {
 	unsigned fin_pending : 1, fin_sent : 1, fin_done : 1, rx_fin : 1, closing : 1,
 		on_txwait : 1, queued : 1, counted : 1, connect_sent : 1, reset_sent : 1, accepted : 1, port_held : 1, port_claimed : 1,
 		reset_after_tx : 1, /* released with a reset: it goes once the posted data has */
+		early : 1,          /* answered established before the peer's ACCEPT (early.c) */
 		tx_fixed : 1,       /* the program chose the send ring's size: it never grows */
 		rx_fixed : 1,       /* ... the receive ring's */
 		rx_offered : 1,     /* a RING went out, its RING_ACK has not come */
@@ -302,6 +315,8 @@ struct hsock {
 	uint64_t lino;              /* ... its kernel listener's inode, as its process said */
 	uint32_t lis_at;            /* ... its index in h->listeners, and the next listener */
 	uint32_t lis_next_port, lis_next_ino; /* on its port and in its inode's bucket (conn.c) */
+	uint32_t by_src, by_src_next; /* accepted (soft): the peer's socket, as the writes
+					 it sends before our ACCEPT name it; the next in its bucket */
 	/* readiness descriptor (ready.c): a socketpair, poll_p handed to
 	 * the processes, poll_h written and drained by the hub; the hub's
 	 * copies, -1 when it holds none (a keeper may: keep.c) */
@@ -383,6 +398,7 @@ struct hub {
 	uint64_t lim_bytes;             /* per uid, ring bytes (uid_memory), 0: none */
 	struct uid_use *uids;
 	uint64_t local_connects;    /* connections that took the same-node path */
+	uint64_t early_connects;    /* connects answered before the peer's ACCEPT (early.c) */
 	uint64_t handoffs, handoff_ns; /* completions routed to their owner, and the time from their poll */
 	uint64_t route_ns;          /* ... of which routing each one itself took */
 	uint64_t wake_ns;           /* system calls that woke processes (hsock_wake), all of them */
@@ -440,6 +456,7 @@ struct hub {
 	 * CONNECT, a LISTEN or an ADOPT finds its listener without a scan */
 	uint32_t lis_port[65536];
 	uint32_t lis_ino[HUB_LIS_INO_BUCKETS];
+	uint32_t by_src[HUB_BY_SRC_BUCKETS]; /* soft: accepted sockets by their peer's (early.c) */
 	/* readiness descriptors (keep.c): the hub's copies (at most the
 	 * budget), and the sockets whose pairs keepers hold */
 	uint32_t keep_budget, keep_hard, keep_local, keep_kept;
@@ -725,6 +742,15 @@ void hsock_redial(struct hub *h, struct hsock *s); /* its CONNECT again, on a ne
 void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_refuse(struct hub *h, struct hsock *s);
+/* early.c */
+int hub_early_ok(struct hsock *s);
+void hub_early_answer(struct hub *h, struct hsock *s);
+void hub_early_learn(struct link *l, struct hsock *s, const struct wire_ctl *c);
+void hub_early_forget(struct link *l, uint16_t port);
+void hub_early_unlisten(struct hub *h, uint16_t port);
+void hub_early_refused(struct hub *h, struct hsock *s);
+void hub_by_src_add(struct hub *h, struct hsock *s);
+void hub_by_src_del(struct hub *h, struct hsock *s);
 void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 /* close.c */
 void hsock_release(struct hub *h, struct hsock *s, int abort);

@@ -129,7 +129,7 @@ static int rx_offer(struct hub *h, struct hsock *s, uint64_t size)
 	/* never over a ring still in the making (a RING_ACK for a socket
 	 * closed since leaves it to the socket's end: hsock_on_ring_ack) */
 	if (s->state != HS_ESTABLISHED || !s->as || s->lp || !s->link || s->link->state != LINK_UP || s->resuming || s->rx_fixed ||
-	    s->rx_offered || s->rx_switch || s->rx_next_off || hsock_drops_data(s) || s->rx_fin || size == s->rx_size)
+	    s->early || s->rx_offered || s->rx_switch || s->rx_next_off || hsock_drops_data(s) || s->rx_fin || size == s->rx_size)
 		return 0;
 	if (!(off = arena_alloc(s->pool->rx_alloc, size)))
 		return 0;

@@ -7,7 +7,8 @@
  * and drops it when the generation has moved on: a completion for a socket
  * that is gone is stale, never misdelivered.  A control message is decoded
  * (a malformed one drops its link), then goes to the socket it names
- * (hub_ctl_in); CONNECT names a listener's port instead (conn.c).
+ * (hub_ctl_in); CONNECT names a listener's port instead (conn.c), and
+ * UNLISTEN a port that no listener of the peer's takes any more (early.c).
  */
 #include "hub.h"
 
@@ -78,6 +79,10 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 	}
 	if (c.op == CTL_PING)
 		return; /* its arrival was the point */
+	if (c.op == CTL_UNLISTEN) {
+		hub_early_forget(l, c.port);
+		return;
+	}
 	if (c.op == CTL_RESUME) {
 		hub_on_resume(h, l, &c); /* names a socket of another link */
 		return;
@@ -98,6 +103,7 @@ void hub_ctl_in(struct hub *h, struct link *l, const uint8_t *buf, uint32_t len)
 		hsock_on_accept(h, l, s, &c);
 		break;
 	case CTL_REFUSE:
+		hub_early_forget(l, addr_port(&s->peer_addr));
 		hsock_on_refuse(h, s);
 		break;
 	case CTL_FIN:

@@ -256,6 +256,7 @@ void hsock_free(struct hub *h, struct hsock *s)
 	ports_release(h, s);
 	hsock_uncount(s);
 	hsock_resume_forget(s);
+	hub_by_src_del(h, s);
 	if (s->state == HS_LISTENING)
 		hub_listener_forget(h, s);
 	hsock_slot_release(h, s);
@@ -451,6 +452,8 @@ void hsock_local_wake(struct hub *h, struct hsock *s, int credit)
 
 void hsock_send_reset(struct hsock *s)
 {
+	if (s->early)
+		return; /* it goes when the ACCEPT names the peer (early.c) */
 	if (s->lp && s->peer && !s->reset_sent)
 		local_reset(the_hub, s);
 	else if (s->link && s->peer && !s->reset_sent)
@@ -500,7 +503,10 @@ void hub_link_gone(struct hub *h, struct link *l)
 	}
 	for (uint32_t sid = 1; sid < h->sid_hi; sid++) {
 		struct hsock *s = h->socks[sid];
-		if (!s || s->link != l || hsock_suspend(h, s, l))
+		if (!s || s->link != l)
+			continue;
+		hub_by_src_del(h, s);
+		if (hsock_suspend(h, s, l))
 			continue;
 		s->peer = 0;
 		switch (s->state) {

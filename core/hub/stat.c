@@ -125,7 +125,7 @@ static void json_head(struct sb *s, struct hub *h)
 	sb_printf(s, "{\"node\":\"%016llx\",\"pid\":%d,\"hub_pid\":%d,\"port\":%u,", (unsigned long long)h->node_id,
 		  (int)rshared_pid(h), (int)getpid(), h->port);
 	sb_printf(s, "\"counters\":{\"fallback_connects\":%llu,\"stale_dropped\":%llu,"
-		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,"
+		  "\"links_dropped\":%llu,\"malformed\":%llu,\"local_connects\":%llu,\"early_connects\":%llu,"
 		  "\"handoffs\":%llu,\"handoff_ns\":%llu,\"route_ns\":%llu,\"route_wake_ns\":%llu,\"wake_ns\":%llu,"
 		  "\"posts\":%llu,\"post_ns\":%llu,\"pair_segments\":%u,\"spin_us\":%llu,"
 		  "\"rx_rings_grown\":%llu,\"rx_rings_shrunk\":%llu,\"tx_rings_grown\":%llu,\"tx_rings_grown_to_fit\":%llu,\"tx_rings_shrunk\":%llu,"
@@ -138,7 +138,8 @@ static void json_head(struct sb *s, struct hub *h)
 		  "\"sleeps\":%llu},",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
-		  (unsigned long long)h->local_connects, (unsigned long long)h->handoffs,
+		  (unsigned long long)h->local_connects, (unsigned long long)h->early_connects,
+		  (unsigned long long)h->handoffs,
 		  (unsigned long long)h->handoff_ns, (unsigned long long)h->route_ns,
 		  (unsigned long long)h->route_wake_ns, (unsigned long long)h->wake_ns, (unsigned long long)h->posts,
 		  (unsigned long long)h->post_ns, nsegs(h),
@@ -289,10 +290,10 @@ static void text_head(struct sb *s, struct hub *h)
 	sb_printf(s, "hub: node %016llx pid %d (hub process %d) port %u\n", (unsigned long long)h->node_id,
 		  (int)rshared_pid(h), (int)getpid(), h->port);
 	sb_printf(s, "counters: fallback_connects %llu stale_dropped %llu links_dropped %llu "
-		  "malformed %llu local_connects %llu pair_segments %u\n",
+		  "malformed %llu local_connects %llu early_connects %llu pair_segments %u\n",
 		  (unsigned long long)h->fallback_connects, (unsigned long long)h->stale_dropped,
 		  (unsigned long long)h->links_dropped, (unsigned long long)h->malformed,
-		  (unsigned long long)h->local_connects, nsegs(h));
+		  (unsigned long long)h->local_connects, (unsigned long long)h->early_connects, nsegs(h));
 	sb_printf(s, "outages: links lost %llu, connections resumed %llu, expired %llu, waiting %u\n",
 		  (unsigned long long)h->links_lost, (unsigned long long)h->conns_resumed,
 		  (unsigned long long)h->conns_expired, h->nsuspended);

@@ -114,7 +114,9 @@ static int ring_size_ok(uint32_t r)
 
 static const char *connect_why(const struct wire_ctl *c)
 {
-	return c->family != AF_INET && c->family != AF_INET6 ? "CONNECT with unknown address family" : NULL;
+	if (c->family != AF_INET && c->family != AF_INET6)
+		return "CONNECT with unknown address family";
+	return c->reason & ~CONNECT_EARLY ? "CONNECT with unknown flags" : NULL;
 }
 
 static const char *refuse_why(const struct wire_ctl *c)
@@ -166,6 +168,7 @@ static const struct op_rule {
 	[CTL_RESUME] = {IDS_DST | IDS_SRC, 1, "RESUME with bad socket ids", "RESUME with impossible ring size", resume_why},
 	[CTL_PLACED] = {IDS_DST | IDS_SRC, 1, "PLACED with bad socket ids", NULL, placed_why},
 	[CTL_REKEY] = {IDS_DST | IDS_SRC, 1, "REKEY with bad socket ids", NULL, rekey_why},
+	[CTL_UNLISTEN] = {IDS_NO_DST, 0, "UNLISTEN with a destination", NULL, NULL},
 };
 
 int wire_ctl_decode(const uint8_t *in, size_t len, struct wire_ctl *c, const char **why)
@@ -242,7 +245,7 @@ void wire_addr_unmap(union sockaddr_any *a)
 
 const char *wire_op_name(unsigned op)
 {
-	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME", "PLACED", "REKEY"};
+	static const char *n[] = {"?", "CONNECT", "ACCEPT", "REFUSE", "FIN", "RESET", "CREDIT", "PING", "RING", "RING_ACK", "RESUME", "PLACED", "REKEY", "UNLISTEN"};
 	return op <= CTL_MAX ? n[op] : "?";
 }
 

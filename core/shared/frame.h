@@ -21,11 +21,14 @@
 #include "arena.h"
 
 #define WIRE_MAGIC 0x52534852u     /* "RSHR" */
-#define WIRE_VERSION 5
+#define WIRE_VERSION 6
 #define WIRE_HELLO_LEN 24
 #define WIRE_CTL_LEN 64
 #define WIRE_FRAME_LEN 24
 #define WIRE_MAX_WRITE (64u << 10) /* largest single write with immediate */
+/* soft: a write's raddr with this bit names the writer's socket in imm, not
+ * ours: one sent before our ACCEPT reached the writer (early.c) */
+#define WIRE_BY_SRC (1ull << 63)
 
 enum wire_type { FR_HELLO = 1, FR_WRITE_IMM = 2, FR_SEND = 3 };
 
@@ -48,8 +51,11 @@ struct wire_hello {
 };
 
 enum wire_op {
-	CTL_CONNECT = 1, /* dst 0; port, addr_a = destination, addr_b/src_port = source */
-	CTL_ACCEPT = 2,  /* dst = connecting socket; src = accepted socket */
+	CTL_CONNECT = 1, /* dst 0; port, addr_a = destination, addr_b/src_port = source;
+			    reason: CONNECT_EARLY or 0 */
+	CTL_ACCEPT = 2,  /* dst = connecting socket; src = accepted socket;
+			    reason = connections the listener may still queue
+			    (its backlog's room, at most 65535) */
 	CTL_REFUSE = 3,  /* dst = connecting socket; reason */
 	CTL_FIN = 4,     /* dst: no more data after what was written */
 	CTL_RESET = 5,   /* dst: connection aborted */
@@ -79,10 +85,17 @@ enum wire_op {
 			    the two rings the receiver may write to, each as
 			    its size, address and key: ring/val/rkey the new
 			    one, addr_a the old one (wire_rekey_put) */
-	CTL_MAX = CTL_REKEY
+	CTL_UNLISTEN = 13, /* dst 0; port: a listener of that port stopped (the
+			      receiver answers its next connect there only
+			      when the ACCEPT comes: early.c) */
+	CTL_MAX = CTL_UNLISTEN
 };
 
 enum { RESUME_HAVE_FIN = 1 };
+/* CONNECT's reason: its hub answered the program already (early.c): the
+ * listener queues it even with a full backlog, and writes that name the
+ * connecting socket may follow it (WIRE_BY_SRC) */
+enum { CONNECT_EARLY = 1 };
 
 enum wire_refuse { REFUSE_NO_LISTENER = 1, REFUSE_NO_SPACE = 2 };
 

@@ -53,6 +53,7 @@ void soft_cq_push(struct soft *sx, const struct xwc *wc)
 		}
 	}
 	sx->cq[sx->cq_head + sx->cq_n++] = *wc;
+	sx->cq_pushed++;
 }
 
 void soft_set_events(struct soft_link *sl)
@@ -436,6 +437,7 @@ static int soft_poll_cq(struct xport *xp, struct xwc *wc, int max)
 	while (n < max && sx->cq_n) {
 		wc[n++] = sx->cq[sx->cq_head++];
 		sx->cq_n--;
+		sx->cq_taken++;
 	}
 	if (!sx->cq_n)
 		sx->cq_head = 0;

@@ -66,6 +66,11 @@ struct soft_link {
 	struct xlink *l;
 	int fd;
 	int closed, connecting, hello_in, stalled, need_parse;
+	/* a write that names its writer (WIRE_BY_SRC) and no socket here yet:
+	 * the parse waits until the completions before it (its CONNECT among
+	 * them) reach the hub, cq_taken past by_src_mark (frame_decode) */
+	int by_src_wait;
+	uint64_t by_src_mark;
 	int draining;     /* lost, read to its end before it is closed (soft_link_drain) */
 	uint32_t events;
 	/* the outgoing queue: its pieces (os_off bytes of the first sent),
@@ -119,6 +124,7 @@ struct soft {
 	struct hub_ev lev;
 	struct xwc *cq;
 	uint32_t cq_head, cq_n, cq_cap;
+	uint64_t cq_pushed, cq_taken; /* completions ever pushed, and handed to the hub */
 	struct soft_link *links;
 	int batch;        /* frames queue until the hub's pass ends (soft_batch) */
 };

@@ -90,6 +90,35 @@ static void iov_copy(const struct iovec *iov, int n, uint32_t at, uint8_t *p, ui
 	}
 }
 
+/* A frame's header: 0, or -1 when malformed.  A write that names its
+ * writer's socket (WIRE_BY_SRC: sent before our hub's ACCEPT reached the
+ * writer's) is made to name ours from here on.  Where we know none yet
+ * while completions pushed before it wait for the hub (its CONNECT among
+ * them: this parse runs ahead of the hub), 1 when the parse may WAIT for
+ * them; after them, one still unknown is dropped, as a write for a socket
+ * that is gone (its CONNECT refused). */
+static int frame_decode(struct soft_link *sl, const uint8_t *in, struct wire_frame *f, const char **why, int wait)
+{
+	uint32_t imm;
+	if (wire_frame_decode(in, f, why) < 0)
+		return -1;
+	if (f->type == FR_WRITE_IMM && (f->raddr & WIRE_BY_SRC)) {
+		imm = hub_rx_by_src(sl->l, f->imm);
+		if (!imm && wait) {
+			if (!sl->by_src_wait) {
+				sl->by_src_wait = 1;
+				sl->by_src_mark = sl->sx->cq_pushed;
+			}
+			if (sl->sx->cq_taken < sl->by_src_mark)
+				return 1;
+		}
+		sl->by_src_wait = 0;
+		f->raddr &= ~WIRE_BY_SRC;
+		f->imm = imm;
+	}
+	return 0;
+}
+
 /* A write counted (hub_rx_target: where its payload goes, into IOV): the
  * iov count, 0 to discard it, -1 the link failed or closed */
 static int write_count(struct soft_link *sl, const struct wire_frame *f, struct iovec iov[2], int *again)
@@ -199,7 +228,7 @@ static int direct_go(struct soft_link *sl)
 	struct iovec iov[2];
 	const char *why;
 	int again = 0, n;
-	if (wire_frame_decode(sl->in + ip.off, &f, &why) < 0) {
+	if (frame_decode(sl, sl->in + ip.off, &f, &why, 0) < 0) {
 		hub_count_malformed(sl->sx->h);
 		fail(sl, why);
 		return -1;
@@ -259,10 +288,14 @@ void soft_parse(struct soft_link *sl)
 		struct wire_frame f;
 		const char *why;
 		const uint8_t *p = sl->in + off;
-		if (wire_frame_decode(p, &f, &why) < 0) {
+		if ((r = frame_decode(sl, p, &f, &why, 1)) < 0) {
 			hub_count_malformed(h);
 			fail(sl, why);
 			return;
+		}
+		if (r > 0) {
+			sl->need_parse = 1; /* again once the hub took the completions */
+			break;
 		}
 		upto = 0;
 		if (len - off < WIRE_FRAME_LEN + (size_t)f.len) {
@@ -393,7 +426,7 @@ static void soft_in_recover(struct soft_link *sl)
 	if (q1 != q2 || (ti.tcpi_state != ST_ESTABLISHED && ti.tcpi_state != ST_FIN_WAIT1 && ti.tcpi_state != ST_FIN_WAIT2) || read <= have)
 		return;
 	if (ip.direct) { /* they are in the ring, after what it counted */
-		if (wire_frame_decode(sl->in + ip.off, &f, &why) < 0 || read - have > f.len - ip.put)
+		if (frame_decode(sl, sl->in + ip.off, &f, &why, 0) < 0 || read - have > f.len - ip.put)
 			return;
 		ip.put += (uint32_t)(read - have);
 	} else {

@@ -75,5 +75,9 @@ int hub_rx_peek(struct xlink *l, uint32_t imm, uint64_t raddr, uint32_t len, str
  * (verbs): 1 when the write was in order and within credit, 0 when its
  * socket is gone, -1 when it breaks the protocol. */
 int hub_rx_written(struct xlink *l, uint32_t imm, uint32_t len);
+/* A write that names its writer's socket (soft: WIRE_BY_SRC, sent before
+ * our ACCEPT reached the writer's hub): the imm of our socket it goes to,
+ * 0 when none (then it is dropped, as one for a socket that is gone). */
+uint32_t hub_rx_by_src(struct xlink *l, uint32_t src);
 
 #endif

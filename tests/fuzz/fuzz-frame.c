@@ -82,7 +82,8 @@ static void ctl(const uint8_t *in, size_t len)
 	}
 	CHECK(len == WIRE_CTL_LEN && why == NULL, "control message accepted");
 	CHECK(a.op >= CTL_CONNECT && a.op <= CTL_MAX, "control op");
-	CHECK(a.op == CTL_CONNECT ? a.dst == 0 && a.src != 0 : a.op == CTL_PING ? a.dst == 0 : a.dst != 0,
+	CHECK(a.op == CTL_CONNECT ? a.dst == 0 && a.src != 0
+	      : a.op == CTL_PING || a.op == CTL_UNLISTEN ? a.dst == 0 : a.dst != 0,
 	      "control socket ids");
 	CHECK(strcmp(wire_op_name(a.op), "?") != 0, "op name");
 	wire_ctl_encode(&a, out);
