@@ -794,7 +794,7 @@ done
 # the hubs' hand-off counters, over everything the column ran
 for col in "${up[@]}"; do
 	[[ -n ${c_hubs[$col]:-} ]] || { cell[handoff,$col]="-" cell[own,$col]="-"; continue; }
-	ho=0 hons=0 hors=0 horw=0 po=0 pons=0 absent=0 tr="" lc=0 fb=0 cc="" dcc=""
+	ho=0 hons=0 hors=0 horw=0 po=0 pons=0 absent=0 tr="" lc=0 fb=0 ec=0 cc="" dcc=""
 	for h in ${c_hubs[$col]}; do
 		j=$(hub_json "${h_nsx[$h]}" "${h_name[$h]}")
 		n=$(json_count handoffs <<<"$j") ns=$(json_count handoff_ns <<<"$j")
@@ -809,6 +809,8 @@ for col in "${up[@]}"; do
 		[[ -n $n && $lc != - ]] && lc=$((lc + n)) || lc=-
 		n=$(json_count fallback_connects <<<"$j")
 		fb=$((fb + ${n:-0}))
+		n=$(json_count early_connects <<<"$j")
+		ec=$((ec + ${n:-0}))
 		tr+=$(grep -oE '"transport": ?"[a-z]+"' <<<"$j" | grep -oE '"[a-z]+"$' | tr -d '"')$'\n'
 		# a soft link's congestion control (rshare.conf: link_congestion),
 		# and what kernel TCP's sockets there run
@@ -833,6 +835,7 @@ for col in "${up[@]}"; do
 	tr=$(sort -u <<<"$tr" | grep . | paste -sd, -)
 	c_where[$col]+="; links seen: ${tr:-none}; its hubs counted $fb connections fallen back to kernel TCP"
 	[[ $lc != - ]] && c_where[$col]+=" and $lc same-node ones (local_connects)"
+	((ec)) && c_where[$col]+="; $ec connects answered before the peer hub's ACCEPT (early_connects)"
 	cc=$(sort -u <<<"$cc" | grep . | paste -sd, -) dcc=$(sort -u <<<"$dcc" | grep . | paste -sd, -)
 	[[ -n $cc ]] && c_where[$col]+="; the soft link's congestion control: $cc (kernel TCP's there: ${dcc:-?})"
 done
