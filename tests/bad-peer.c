@@ -21,6 +21,12 @@
  *   garbage   4 KiB of pseudo-random bytes (seed -s)
  *   hgarbage  HELLO, then 4 KiB of pseudo-random bytes
  *   good      HELLO only; holds the link open 1 s, then closes it itself
+ *   early     HELLO, then 200 CONNECTs to PORT (-p) marked CONNECT_EARLY
+ *             with a write of 100 bytes behind each that names its
+ *             writer, and one naming a socket it never connected: counts
+ *             the ACCEPTs and REFUSEs (a listener that does not accept
+ *             queues such connects up to twice its backlog and 64 more),
+ *             then holds the link 1 s
  *
  * Prints "sent CASE", then "closed eof" or "closed reset" when the hub
  * closed the link.  Exit 0 when the hub closed it within 10 s, 1 when not
@@ -193,6 +199,65 @@ static void send_window(const struct sockaddr_in *a, int port)
 	frame(FR_WRITE_IMM, sizeof(pay), peer, 1ull << 40, pay, sizeof(pay));
 }
 
+/* "early": 200 connects answered early, each with a write behind it
+ * (WIRE_BY_SRC), and a write naming a socket never connected; prints
+ * how many were accepted and refused, and whether the link stayed */
+static int send_early(const struct sockaddr_in *a, int port)
+{
+	struct wire_ctl c = {.op = CTL_CONNECT, .family = AF_INET, .port = (uint16_t)port, .ring = 65536,
+			     .reason = CONNECT_EARLY};
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	uint8_t pay[100];
+	unsigned acc = 0, ref = 0, n = 200;
+	size_t off = 0;
+	double end = now() + 10;
+	if (!port)
+		t_die("bad-peer: early needs -p PORT");
+	getsockname(fd, (struct sockaddr *)&me, &ml);
+	memcpy(c.addr_a, &a->sin_addr, 4);
+	memcpy(c.addr_b, &me.sin_addr, 4);
+	memset(pay, 0xee, sizeof(pay));
+	hello(WIRE_MAGIC, WIRE_VERSION);
+	for (unsigned i = 0; i < n; i++) {
+		c.src = (i + 1) << 12 | 1;
+		c.src_port = (uint16_t)(40000 + i);
+		ctl(&c);
+		frame(FR_WRITE_IMM, sizeof(pay), c.src, WIRE_BY_SRC, pay, sizeof(pay));
+	}
+	frame(FR_WRITE_IMM, sizeof(pay), 4000u << 12 | 1, WIRE_BY_SRC, pay, sizeof(pay));
+	while (acc + ref < n && now() < end) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t r;
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		if (ilen == sizeof(in) || (r = recv(fd, in + ilen, sizeof(in) - ilen, 0)) <= 0)
+			break;
+		ilen += (size_t)r;
+		while (ilen - off >= WIRE_FRAME_LEN) {
+			struct wire_frame f;
+			struct wire_ctl rc;
+			const char *why;
+			if (wire_frame_decode(in + off, &f, &why) < 0)
+				t_die("bad-peer: hub sent a bad frame: %s", why);
+			if (ilen - off < WIRE_FRAME_LEN + f.len)
+				break;
+			if (f.type == FR_SEND && wire_ctl_decode(in + off + WIRE_FRAME_LEN, f.len, &rc, &why) == 0) {
+				acc += rc.op == CTL_ACCEPT;
+				ref += rc.op == CTL_REFUSE && rc.reason == REFUSE_NO_SPACE;
+			}
+			off += WIRE_FRAME_LEN + f.len;
+		}
+	}
+	printf("early: %u accepted, %u refused for want of room\n", acc, ref);
+	if (read_until_closed(1.0) >= 0) {
+		printf("link closed\n");
+		return 1;
+	}
+	printf("link kept\n");
+	return 0;
+}
+
 /* "garbage" and (with_hello) "hgarbage": 4 KiB of the stream of SEED */
 static void send_garbage(int with_hello, uint64_t seed)
 {
@@ -278,6 +343,8 @@ int main(int argc, char **argv)
 		send_window(&a, port);
 	} else if (!strcmp(cs, "garbage") || !strcmp(cs, "hgarbage")) {
 		send_garbage(cs[0] == 'h', seed);
+	} else if (!strcmp(cs, "early")) {
+		return send_early(&a, port);
 	} else if (!strcmp(cs, "good")) {
 		hello(WIRE_MAGIC, WIRE_VERSION);
 		printf("sent %s\n", cs);

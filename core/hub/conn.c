@@ -440,17 +440,16 @@ static void pend_push(struct hsock *ls, struct link *l, const struct wire_ctl *c
 void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c)
 {
 	struct hsock *ls = find_listener(h, c);
-	if (!ls) {
-		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src, .reason = REFUSE_NO_LISTENER};
+	int room = ls ? hub_early_room(ls, c) : -1;
+	if (room < 0) {
+		struct wire_ctl r = {.op = CTL_REFUSE, .dst = c->src,
+				     .reason = ls ? REFUSE_NO_SPACE : REFUSE_NO_LISTENER};
 		link_send_ctl(l, &r, 0);
-		return;
-	}
-	/* one answered early may have sent bytes already: queued at once */
-	if (ls->qlen >= (uint32_t)ls->backlog && !(c->reason & CONNECT_EARLY)) {
+	} else if (!room) {
 		pend_push(ls, l, c);
-		return;
+	} else {
+		admit(h, l, ls, c);
 	}
-	admit(h, l, ls, c);
 }
 
 /* ---- same node ---- */

@@ -104,6 +104,22 @@ void hub_early_refused(struct hub *h, struct hsock *s)
 		hsock_set_closed(s, ECONNRESET);
 }
 
+/* Where a CONNECT for listener ls goes: 1 queued now, 0 pending until an
+ * accept makes room (a full backlog: as a dropped SYN), -1 refused for
+ * want of room.  One answered early (CONNECT_EARLY) may have sent bytes
+ * already: it is queued past a full backlog, up to twice it and
+ * EARLY_OVER more, which only a peer that ignores the room its ACCEPTs
+ * gave reaches (beyond, its connection is reset: hub_early_refused). */
+#define EARLY_OVER 64
+int hub_early_room(const struct hsock *ls, const struct wire_ctl *c)
+{
+	if (ls->qlen < (uint32_t)ls->backlog)
+		return 1;
+	if (!(c->reason & CONNECT_EARLY))
+		return 0;
+	return ls->qlen < 2u * (uint32_t)ls->backlog + EARLY_OVER ? 1 : -1;
+}
+
 /* ---- writes before our ACCEPT (soft) ---- */
 
 static uint32_t *by_src_head(struct hub *h, const struct link *l, uint32_t src)

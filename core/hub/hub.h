@@ -749,6 +749,7 @@ void hub_early_learn(struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hub_early_forget(struct link *l, uint16_t port);
 void hub_early_unlisten(struct hub *h, uint16_t port);
 void hub_early_refused(struct hub *h, struct hsock *s);
+int hub_early_room(const struct hsock *ls, const struct wire_ctl *c);
 void hub_by_src_add(struct hub *h, struct hsock *s);
 void hub_by_src_del(struct hub *h, struct hsock *s);
 void hsock_on_placed(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
