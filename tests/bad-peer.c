@@ -3,8 +3,8 @@
  *
  * Plays a misbehaving peer hub: connects to the hub peer port (default
  * 18515) of HOST, sends the bytes of CASE, then reads until the hub closes
- * the connection.  Every case is something a hub must refuse by dropping
- * the link (rshare-protocol(7)):
+ * the connection.  Every case but early and good is something a hub must
+ * refuse by dropping the link (rshare-protocol(7)):
  *
  *   magic     HELLO with a wrong magic
  *   version   HELLO with the protocol version after the hub's
