@@ -145,7 +145,7 @@ void hub_by_src_del(struct hub *h, struct hsock *s)
 {
 	if (!s->by_src || !s->link)
 		return;
-	for (uint32_t *at = by_src_head(h, s->link, s->by_src); *at; at = &h->socks[*at]->by_src_next)
+	for (uint32_t *at = by_src_head(h, s->link, s->by_src); *at && h->socks[*at]; at = &h->socks[*at]->by_src_next)
 		if (*at == s->sid) {
 			*at = s->by_src_next;
 			break;
@@ -157,7 +157,7 @@ uint32_t hub_rx_by_src(struct xlink *xl, uint32_t src)
 {
 	struct hub *h = the_hub;
 	struct link *l = link_of(xl);
-	for (uint32_t sid = src ? *by_src_head(h, l, src) : 0; sid; sid = h->socks[sid]->by_src_next) {
+	for (uint32_t sid = src ? *by_src_head(h, l, src) : 0; sid && h->socks[sid]; sid = h->socks[sid]->by_src_next) {
 		struct hsock *s = h->socks[sid];
 		if (s->by_src == src && s->link == l)
 			return tag_imm(s->sid, s->gen);
