@@ -122,6 +122,7 @@ static int local_connect(struct hub *h, struct hsock *s, const union sockaddr_an
 int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 {
 	struct wire_ctl c = {.op = CTL_CONNECT};
+	struct early_port *e;
 	int r;
 	if (dst) {
 		union sockaddr_any d = *dst;
@@ -163,11 +164,11 @@ int hsock_connect(struct hub *h, struct hsock *s, const union sockaddr_any *dst)
 	c.val = rx_addr(s);
 	c.rkey = s->rx_rkey;
 	s->connect_sent = 1;
-	if (hub_early_ok(s))
+	if ((e = hub_early_port(s)))
 		c.reason = CONNECT_EARLY;
 	link_send_ctl(s->link, &c, tag_make(s->sid, s->gen));
-	if (c.reason)
-		hub_early_answer(h, s);
+	if (e)
+		hub_early_answer(h, s, e);
 	return 0;
 }
 
@@ -550,20 +551,17 @@ int hsock_accept(struct hub *h, struct hsock *ls, struct hsock **out)
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c)
 {
 	hub_early_learn(l, s, c);
-	if (s->early) {
-		/* answered before: now its writes, FIN or reset may go */
+	if (s->early && s->state == HS_ESTABLISHED) {
+		/* answered before: now its writes and FIN may go */
 		s->early = 0;
-		if (s->state != HS_ESTABLISHED) {
-			s->peer = c->src; /* reset, or released with a reset, meanwhile */
-			hsock_send_reset(s);
-			return;
-		}
 		establish(s, l, c);
 		hsock_tx(h, s);
 		return;
 	}
-	if (s->state == HS_LINGER) {
-		/* released while connecting: refuse it now */
+	if (s->state == HS_LINGER || s->early) {
+		/* released while connecting, or answered before and reset
+		 * (or released with a reset) meanwhile: refuse it now */
+		s->early = 0;
 		s->peer = c->src;
 		hsock_send_reset(s);
 		return;

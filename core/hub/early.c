@@ -12,8 +12,9 @@
  * socket shows established, and its FIN and a reset wait until the ACCEPT
  * names the peer's socket (hsock_tx, hsock_send_reset); on soft its first
  * bytes go before, as writes that name our socket (WIRE_BY_SRC), which the
- * peer hub maps to the socket it accepted (hub_rx_by_src), on verbs none.  Where the port has no room the connect
- * waits, as the kernel's for a full backlog.  A REFUSE for such a socket
+ * peer hub maps to the socket it accepted (hub_rx_by_src), on verbs none.
+ * Where the port has no room the connect waits, as the kernel's for a full
+ * backlog.  A REFUSE for such a socket
  * (its listener stopped in between) resets it, as the kernel resets the
  * connections a closed listener held; it and UNLISTEN, which the peer hub
  * sends over every link when a listener stops, forget the port, so that a
@@ -34,18 +35,20 @@ static struct early_port *port_find(struct link *l, uint16_t port)
 	return NULL;
 }
 
-/* May s's connect be answered now (its port known, with room)? */
-int hub_early_ok(struct hsock *s)
+/* The entry by which s's connect may be answered now (its port known,
+ * with room), else NULL */
+struct early_port *hub_early_port(struct hsock *s)
 {
 	struct early_port *e;
 	uint16_t port = addr_port(&s->peer_addr);
-	return port && s->link && s->link->state == LINK_UP && (e = port_find(s->link, port)) && e->room;
+	if (!port || !s->link || s->link->state != LINK_UP || !(e = port_find(s->link, port)))
+		return NULL;
+	return e->room ? e : NULL;
 }
 
 /* ... its CONNECT went, marked CONNECT_EARLY: answer it */
-void hub_early_answer(struct hub *h, struct hsock *s)
+void hub_early_answer(struct hub *h, struct hsock *s, struct early_port *e)
 {
-	struct early_port *e = port_find(s->link, addr_port(&s->peer_addr));
 	e->room--;
 	e->inflight++;
 	s->early = 1;
@@ -60,10 +63,10 @@ void hub_early_answer(struct hub *h, struct hsock *s)
 void hub_early_learn(struct link *l, struct hsock *s, const struct wire_ctl *c)
 {
 	uint16_t port = addr_port(&s->peer_addr);
-	struct early_port *e = port_find(l, port);
+	struct early_port *e;
 	if (!port)
 		return;
-	if (!e) {
+	if (!(e = port_find(l, port))) {
 		e = &l->early[l->early_next++ % LINK_EARLY_PORTS];
 		e->port = port;
 		e->inflight = 0;
@@ -145,7 +148,8 @@ void hub_by_src_del(struct hub *h, struct hsock *s)
 {
 	if (!s->by_src || !s->link)
 		return;
-	for (uint32_t *at = by_src_head(h, s->link, s->by_src); *at && h->socks[*at]; at = &h->socks[*at]->by_src_next)
+	uint32_t *at = by_src_head(h, s->link, s->by_src);
+	for (; *at && h->socks[*at]; at = &h->socks[*at]->by_src_next)
 		if (*at == s->sid) {
 			*at = s->by_src_next;
 			break;
@@ -157,10 +161,9 @@ uint32_t hub_rx_by_src(struct xlink *xl, uint32_t src)
 {
 	struct hub *h = the_hub;
 	struct link *l = link_of(xl);
-	for (uint32_t sid = src ? *by_src_head(h, l, src) : 0; sid && h->socks[sid]; sid = h->socks[sid]->by_src_next) {
-		struct hsock *s = h->socks[sid];
+	struct hsock *s;
+	for (uint32_t sid = src ? *by_src_head(h, l, src) : 0; sid && (s = h->socks[sid]); sid = s->by_src_next)
 		if (s->by_src == src && s->link == l)
 			return tag_imm(s->sid, s->gen);
-	}
 	return 0;
 }

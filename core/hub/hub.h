@@ -743,8 +743,8 @@ void hsock_on_connect(struct hub *h, struct link *l, const struct wire_ctl *c);
 void hsock_on_accept(struct hub *h, struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hsock_on_refuse(struct hub *h, struct hsock *s);
 /* early.c */
-int hub_early_ok(struct hsock *s);
-void hub_early_answer(struct hub *h, struct hsock *s);
+struct early_port *hub_early_port(struct hsock *s);
+void hub_early_answer(struct hub *h, struct hsock *s, struct early_port *e);
 void hub_early_learn(struct link *l, struct hsock *s, const struct wire_ctl *c);
 void hub_early_forget(struct link *l, uint16_t port);
 void hub_early_unlisten(struct hub *h, uint16_t port);
