@@ -229,6 +229,11 @@ static int rs_accept(int fd, struct pfd *p, struct sockaddr *addr, socklen_t *le
 	struct arena_slot *ls = cl_slot(p->slot);
 	struct timespec end;
 	int tmo = -1, slept = 0; /* not looked at yet; not asleep yet */
+	/* a process back in a blocking accept of a pool's listener leaves
+	 * the connection whose wake-up went to another to it, as the
+	 * kernel's queue of waiters hands it (core/proc/vsock_accept.c) */
+	if (!(atomic_load(&ls->flags) & SLOTF_NONBLOCK))
+		vs_accept_defer(p->slot);
 	for (;;) {
 		long ms = -1;
 		uint32_t ns, ng, mark[2];

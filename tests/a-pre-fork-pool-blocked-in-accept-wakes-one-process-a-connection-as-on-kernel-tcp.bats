@@ -24,8 +24,18 @@
 # other tests one process of 8 served 9 once (kernel TCP 38 to 45 on a
 # quiet machine), where a process back in accept right after serving
 # takes the connection whose wake-up went to another; without the
-# requeue most get none.  The transcripts must be the same, and stat
-# proves that the connections were rshare's.
+# requeue most get none.  That process took the connection before the
+# one woken for it could (it had not slept yet, so it was first): 10 runs
+# on a quiet machine gave 2 to 239 between the most and the least served
+# (kernel TCP 16 to 23).  Now a process back in a blocking accept leaves
+# a connection to the processes asleep in it for up to 100 us
+# (core/proc/vsock_accept.c: vs_accept_defer): 6 to 22 in 10 runs; the
+# class is a quarter of a process's share again (12 of 50).  The
+# transcripts must be the same, and stat proves that the connections were
+# rshare's.  A second case kills half a pool asleep in accept: the hub
+# counts them out of the listener's sleepers (its log says so for each),
+# and the two left serve every connection after, each a quarter of its
+# share or more.
 
 load lib
 
@@ -91,7 +101,7 @@ while True:
     got += b
 each = [got.split().count(b"%d" % i) for i in range(N)]
 print("served %d, %d processes stopped at the shutdown" % (sum(each), got.count(b"s")))
-print("every process served an eighth of its share or more" if min(each) >= C // N // 8 else
+print("every process served a quarter of its share or more" if min(each) >= C // N // 4 else
       "served by each: %s" % each)
 print("the pool woke at most 4 times a connection" if per <= 4 else "the pool woke %.1f times a connection" % per)
 '
@@ -103,4 +113,66 @@ print("the pool woke at most 4 times a connection" if per <= 4 else "the pool wo
 	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
 	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
 	((n == 400)) || rs_fail "the hub counted $n same-node connections, want 400"
+}
+
+@test "processes of a pre-fork pool killed asleep in accept are counted out; the others serve every connection, as on kernel TCP" {
+	local prog plain pre pid
+	prog='
+import os, signal, socket, sys, time
+port, N = int(sys.argv[1]), 4
+l = socket.socket()
+l.bind(("127.0.0.1", port))
+l.listen(64)
+r, w = os.pipe()
+kids = []
+for i in range(N):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        while True:
+            a, _ = l.accept()
+            a.sendall(a.recv(16))
+            a.close()
+            os.write(w, b"%d\n" % i)
+    kids.append(pid)
+os.close(w)
+def serve(n):
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", port))
+        c.sendall(b"ping")
+        assert c.recv(16) == b"ping"
+        c.close()
+time.sleep(0.3)
+serve(40)
+time.sleep(0.3)
+for p in kids[:2]:
+    print("killed %d" % p, file=sys.stderr)
+    os.kill(p, signal.SIGKILL)
+    os.waitpid(p, 0)
+got = os.read(r, 65536)
+serve(200)
+time.sleep(0.3)
+got = os.read(r, 65536)
+each = [got.split().count(b"%d" % i) for i in (2, 3)]
+print("after 2 of 4 were killed asleep: served %d" % sum(each))
+print("each of the 2 left served a quarter of its share or more" if min(each) >= 200 // 2 // 4 else
+      "served by each: %s" % each)
+for p in kids[2:]:
+    os.kill(p, signal.SIGKILL)
+    os.waitpid(p, 0)
+'
+	plain=$(ip netns exec "$NS_A" timeout 60 python3 -c "$prog" 7473 2>/dev/null)
+	rs_hub_start "$NS_A"
+	pre=$(ip netns exec "$NS_A" timeout 60 "$RSHARE" run -- python3 -c "$prog" 7474 2>"$RS_TMP/killed.err")
+	echo "# $(tr '\n' ';' <<<"$plain")" >&3
+	[[ $plain == "after 2 of 4 were killed asleep: served 200"$'\n'"each of the 2 left"* ]] ||
+		rs_fail "kernel TCP: '$plain'"
+	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
+	for pid in $(sed -n 's/^killed //p' "$RS_TMP/killed.err"); do
+		rs_retry 5 grep -q "process $pid ended asleep in accept" "$RS_TMP/hub-$NS_A.err" ||
+			rs_fail "the hub did not count process $pid out of the listener's sleepers"
+	done
+	(($(grep -c '^killed ' "$RS_TMP/killed.err") == 2)) || rs_fail "$(cat "$RS_TMP/killed.err")"
+	pid=$(rs_stat "$NS_A" | jq .counters.local_connects)
+	((pid == 240)) || rs_fail "the hub counted $pid same-node connections, want 240"
 }

@@ -101,6 +101,22 @@ static int linger0(const struct hsock *s)
 	return s->as && s->as->opts.linger[0] && !s->as->opts.linger[1];
 }
 
+/* Cell i's process ended: if it was asleep in an accept (its cell names
+ * the listener), the listener's count of sleepers goes down by it.  The
+ * process wrote both: the slot is bounded by the pool's, and the count
+ * never goes below 0 (it is the pool's own business, core/shared/arena.h) */
+static int cell_acc_forget(struct pool *p, uint32_t i)
+{
+	struct arena_cell *c = &((struct arena_hdr *)p->base)->cells[i];
+	uint32_t v = atomic_exchange(&c->acc_sleep, 0), n;
+	if (!v || v - 1 >= p->slot_hi)
+		return 0;
+	n = atomic_load(&p->slots[v - 1].acc_sleepers);
+	while (n && !atomic_compare_exchange_weak(&p->slots[v - 1].acc_sleepers, &n, n - 1))
+		;
+	return 1;
+}
+
 void proc_free(struct hub *h, struct proc *pr)
 {
 	if (h->req_pr == pr)
@@ -120,8 +136,11 @@ void proc_free(struct hub *h, struct proc *pr)
 		if (s && s->nholders && hsock_holders_add(s, -1) == 0)
 			hsock_release(h, s, linger0(s));
 	}
-	if (pr->pool && pr->cell)
+	if (pr->pool && pr->cell) {
+		if (cell_acc_forget(pr->pool, pr->cell - 1))
+			log_debug("process %d ended asleep in accept", (int)pr->pid);
 		pr->pool->cell_proc[pr->cell - 1] = NULL;
+	}
 	if (pr->pool) {
 		pr->pool->nprocs--;
 		pool_maybe_free(h, pr->pool);
@@ -171,6 +190,7 @@ int proc_cell_give(struct proc *pr)
 			continue;
 		atomic_store(&ah->cells[i].state, CELL_IDLE);
 		atomic_store(&ah->cells[i].waiters, 0);
+		atomic_store(&ah->cells[i].acc_sleep, 0);
 		atomic_fetch_and(&ah->cell_bell[i / 64], ~(1ull << (i % 64)));
 		p->cell_proc[i] = pr;
 		pr->cell = i + 1;

@@ -131,6 +131,7 @@ struct hsock *hsock_new(struct hub *h, struct pool *p, uint32_t rxsize, uint32_t
 	atomic_store(&as->flags, 0);
 	atomic_store(&as->pending_ops, 0);
 	atomic_store(&as->acceptq, 0);
+	atomic_store(&as->acc_sleepers, 0);
 	atomic_store(&as->rx.head, 0);
 	atomic_store(&as->rx.tail, 0);
 	atomic_store(&as->tx.head, 0);

@@ -16,7 +16,10 @@
  * of this process, through the cell or the connection, waits until the
  * hub took it (cl_cells_quiet), so the hub sees them in this process's
  * order.  All of it under cl_rpc_lock, as the connection's requests.
- * A forked child asks for a cell of its own (cl_cells_forget).
+ * A forked child asks for a cell of its own (cl_cells_forget).  A
+ * process asleep in a blocking accept names the listener in its cell
+ * (acc_sleep, core/proc/vsock_accept.c), so that the hub can count it out
+ * if it ends there; such a process asks for its cell first (cl_cell).
  */
 #include <limits.h>
 #include <sched.h>
@@ -94,6 +97,20 @@ static struct arena_cell *cell_get(uint32_t k)
 			p->cell = (int)r.slot;
 	}
 	return cell_of(k);
+}
+
+struct arena_cell *cl_cell(uint32_t k)
+{
+	struct arena_cell *c = NULL;
+	if (k >= CL_POOLS || cl.sandboxed)
+		return NULL;
+	vs_sig_hold_begin();
+	pthread_mutex_lock(&cl_rpc_lock);
+	if (cl.p[k].arena && cl.p[k].ctl_fd >= 0)
+		c = cell_get(k);
+	pthread_mutex_unlock(&cl_rpc_lock);
+	vs_sig_hold_end();
+	return c;
 }
 
 int cl_cell_rpc(uint32_t k, const struct msg_req *q, struct msg_rep *r)

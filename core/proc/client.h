@@ -171,6 +171,10 @@ void vs_accept_leave(void);
  * count of descriptors ready (0: the time is up), -EINTR, or -ENOSYS where
  * the caller is to poll(2) both itself. */
 int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms);
+/* A blocking accept's first look at listener SLOT, which other processes
+ * hold: a connection that waits, while some of them sleep in accept (one
+ * woken for it), is left to them for a while (vsock_accept.c) */
+void vs_accept_defer(uint32_t slot);
 int vs_accept_own_fds(int *out, int max); /* the epoll sets of vs_accept_wait */
 /* the process's last descriptor of listener SLOT closed: its set goes,
  * unless a thread still waits on it */

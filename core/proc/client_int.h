@@ -32,5 +32,7 @@ int cl_cell_op(uint32_t op) CL_HIDDEN;
 int cl_cell_rpc(uint32_t k, const struct msg_req *q, struct msg_rep *r) CL_HIDDEN;
 void cl_cells_quiet(void) CL_HIDDEN;
 void cl_cells_forget(void) CL_HIDDEN;
+/* this process's cell in pool K, asked for the first time; NULL: none */
+struct arena_cell *cl_cell(uint32_t k) CL_HIDDEN;
 
 #endif

@@ -36,6 +36,16 @@
  * that woke goes back to the end of the queues (acc_requeue), so that the
  * connections go round the processes.  A shutdown of the listener wakes
  * them all through the kernel listener, which the kernel wakes all at.
+ * A process back in accept right after serving would take the
+ * connection whose wake-up went to another before that one ran, and keep
+ * doing so (8 processes, 400 connections one at a time: one took 257 in
+ * some runs).  So a process asleep there counts itself in the listener's
+ * acc_sleepers (its request cell names the listener meanwhile, so that
+ * the hub counts out one that ends asleep), and one back in a blocking
+ * accept that finds a connection waiting while some sleep leaves it to
+ * them for up to ACC_DEFER_NS (vs_accept_defer), until the count of
+ * waiting connections drops, as the kernel's queue of waiters hands it to
+ * the one that waited longest; then it takes it.
  * The set is one more descriptor at a high number, kept from the
  * program's close and close_range as the library's others; a forked child
  * closes the sets it shares with its parent and makes its own, and the
@@ -61,10 +71,12 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "client_int.h"
 #include "vsock_int.h"
 
 #define ACC_LISTENERS 32
 #define ACC_LOOK_MS 250
+#define ACC_DEFER_NS 100000ull
 
 struct acc {
 	_Atomic uint64_t key;       /* the listener: 1 << 63 | gen << 32 | slot; 0: free */
@@ -239,21 +251,83 @@ static void acc_requeue(struct acc *a, int ep)
 		acc_set_close(a); /* the leader polls from now on */
 }
 
-int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
+/* The process, asleep in accept on listener AS, counted in its sleepers
+ * with its cell C naming it (C NULL: not counted), and no longer so */
+struct acc_sleep {
+	struct arena_cell *c;
+	struct arena_slot *as;
+};
+
+static void acc_sleep_begin(struct acc_sleep *z, uint32_t slot)
 {
-	struct acc *a = acc_led;
+	uint32_t none = 0;
+	z->as = cl_slot(slot);
+	z->c = cl_cell(slot >> CL_POOL_SHIFT);
+	if (z->c && !atomic_compare_exchange_strong(&z->c->acc_sleep, &none, (slot & CL_SLOT_MASK) + 1))
+		z->c = NULL; /* another listener's sleep of this process counts */
+	if (z->c)
+		atomic_fetch_add(&z->as->acc_sleepers, 1);
+}
+
+static void acc_sleep_end(void *arg)
+{
+	struct acc_sleep *z = arg;
+	uint32_t n;
+	if (!z->c || !atomic_exchange(&z->c->acc_sleep, 0))
+		return;
+	n = atomic_load(&z->as->acc_sleepers);
+	while (n && !atomic_compare_exchange_weak(&z->as->acc_sleepers, &n, n - 1))
+		;
+}
+
+void vs_accept_defer(uint32_t slot)
+{
+	struct arena_slot *as = cl_slot(slot);
+	uint32_t q = atomic_load(&as->acceptq);
+	uint64_t end = 0;
+	if (!q || atomic_load(&as->holders) <= 1 || !atomic_load(&as->acc_sleepers))
+		return;
+	for (unsigned i = 1; atomic_load(&as->acceptq) >= q; i++) {
+		if (i & 63) {
+			cpu_relax();
+			continue;
+		}
+		if (!end)
+			end = sys_now_ns() + ACC_DEFER_NS;
+		else if (sys_now_ns() >= end || cl_hub_dead())
+			return;
+		sched_yield();
+	}
+}
+
+/* epoll_pwait on set EP for at most MS: a cancellation point, as
+ * accept(2) is (the caller's cleanup passes the lead on); asleep, the
+ * process is counted in listener SLOT's sleepers */
+static long acc_sleep(uint32_t slot, int ep, int ms)
+{
 	struct epoll_event ev[2];
-	int ep, type;
+	struct acc_sleep z;
+	int type;
 	long r;
-	if (!a || (uint32_t)atomic_load(&a->key) != slot || atomic_load(&cl_slot(slot)->holders) <= 1 ||
-	    (ep = acc_epoll(a, kfd, evfd)) < 0)
-		return -ENOSYS;
-	/* a cancellation point, as accept(2) is (the caller's cleanup
-	 * passes the lead on) */
+	acc_sleep_begin(&z, slot);
+	pthread_cleanup_push(acc_sleep_end, &z);
 	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
 	r = syscall(SYS_epoll_pwait, ep, ev, 2, ms, NULL, 8);
 	r = r < 0 ? -errno : r;
 	pthread_setcanceltype(type, NULL);
+	pthread_cleanup_pop(1);
+	return r;
+}
+
+int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms)
+{
+	struct acc *a = acc_led;
+	int ep;
+	long r;
+	if (!a || (uint32_t)atomic_load(&a->key) != slot || atomic_load(&cl_slot(slot)->holders) <= 1 ||
+	    (ep = acc_epoll(a, kfd, evfd)) < 0)
+		return -ENOSYS;
+	r = acc_sleep(slot, ep, ms);
 	if (r > 0)
 		acc_requeue(a, ep);
 	if (r >= 0 || r == -EINTR)

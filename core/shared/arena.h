@@ -40,7 +40,7 @@
 #include "sys.h"
 
 #define ARENA_MAGIC 0x31414e4552414852ULL  /* "RHARENA1" */
-#define ARENA_VERSION 10
+#define ARENA_VERSION 11
 /* Slots and ring bytes are laid out for the most a pool can hold; the
  * memfd is sparse, so only the pages a socket touches cost memory. */
 #define ARENA_MAX_SLOTS (1u << 18)
@@ -168,6 +168,12 @@ struct arena_slot {
 	 * the reader, -1 when off (the hub's at hand-out); the readers move
 	 * it, under rx_lock (core/proc/vsock_data.c: recv_call) */
 	_Atomic int32_t peek_off;
+	/* listener: the processes of its pool asleep in a blocking accept
+	 * of it, as the processes count themselves (those with a request
+	 * cell, whose acc_sleep names the listener meanwhile); a process
+	 * back in accept leaves a connection they were woken for to them
+	 * for a while (core/proc/vsock_accept.c: vs_accept_defer) */
+	_Atomic uint32_t acc_sleepers;
 } __attribute__((aligned(64)));
 /* ARENA_MAX_SLOTS of them, a ring and the header fit in the least arena
  * (RSHARE_ARENA_MB 128, rshared(8)) */
@@ -230,6 +236,10 @@ enum cell_state { CELL_IDLE = 0, CELL_POSTED, CELL_TAKEN, CELL_DONE };
 struct arena_cell {
 	_Atomic uint32_t state;
 	_Atomic uint32_t waiters;
+	/* the listener (its slot + 1) in whose accept the process sleeps,
+	 * counted in its acc_sleepers, 0: none; the hub takes the count back
+	 * for a process that ends asleep (core/hub/proc.c) */
+	_Atomic uint32_t acc_sleep;
 	struct msg_req req;
 	struct msg_rep rep;
 } __attribute__((aligned(64)));
