@@ -29,6 +29,10 @@
 
 #include "preload.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 extern char **environ;
 
 #define EXEC_SPAWN_ALL 256
@@ -394,6 +398,19 @@ void exec_adopt(void)
 	unsetenv("RSHARE_EXEC");
 }
 
+/* Before an exec that may not come back.  A vfork child runs on its
+ * parent's stack: built with AddressSanitizer, the redzones of our frames
+ * that the exec leaves would stay marked there, and a later vfork child
+ * whose own frames lie over them (Python's subprocess, whose child calls
+ * sigaction) be taken for an overflow.  The marks go, as before a call
+ * that never returns. */
+static void exec_no_return(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	__asan_handle_no_return();
+#endif
+}
+
 /* a vfork child (it shares its parent's memory): it execs as a program
  * its parent starts */
 static int exec_spawned(void)
@@ -405,7 +422,9 @@ int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u, exec_spawned());
-	int r = R(execve)(path, argv, env ? env : envp);
+	int r;
+	exec_no_return();
+	r = R(execve)(path, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }
@@ -414,7 +433,9 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u, exec_spawned());
-	int r = R(execvpe)(file, argv, env ? env : envp);
+	int r;
+	exec_no_return();
+	r = R(execvpe)(file, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }
@@ -423,7 +444,9 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct exec_undo u;
 	char **env = exec_prepare(envp, &u, exec_spawned());
-	int r = R(fexecve)(fd, argv, env ? env : envp);
+	int r;
+	exec_no_return();
+	r = R(fexecve)(fd, argv, env ? env : envp);
 	exec_undo(&u);
 	return r;
 }

@@ -27,9 +27,10 @@
 # requeue most get none.  That process took the connection before the
 # one woken for it could (it had not slept yet, so it was first): 10 runs
 # on a quiet machine gave 2 to 239 between the most and the least served
-# (kernel TCP 16 to 23).  Now a process back in a blocking accept leaves
+# (kernel TCP 11 to 26).  Now a process back in a blocking accept leaves
 # a connection to the processes asleep in it for up to 100 us
-# (core/proc/vsock_accept.c: vs_accept_defer): 6 to 22 in 10 runs; the
+# (core/proc/vsock_accept.c: vs_accept_defer): 6 to 22 in 10 runs, 0 to
+# 3 in 10 more; the
 # class is a quarter of a process's share again (12 of 50).  The
 # transcripts must be the same, and stat proves that the connections were
 # rshare's.  A second case kills half a pool asleep in accept: the hub
