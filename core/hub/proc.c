@@ -108,12 +108,10 @@ static int linger0(const struct hsock *s)
 static int cell_acc_forget(struct pool *p, uint32_t i)
 {
 	struct arena_cell *c = &((struct arena_hdr *)p->base)->cells[i];
-	uint32_t v = atomic_exchange(&c->acc_sleep, 0), n;
+	uint32_t v = atomic_exchange(&c->acc_sleep, 0);
 	if (!v || v - 1 >= p->slot_hi)
 		return 0;
-	n = atomic_load(&p->slots[v - 1].acc_sleepers);
-	while (n && !atomic_compare_exchange_weak(&p->slots[v - 1].acc_sleepers, &n, n - 1))
-		;
+	count_down(&p->slots[v - 1].acc_sleepers);
 	return 1;
 }
 

@@ -142,10 +142,7 @@ void vs_ref(uint32_t slot)
  * none counted), whatever other threads dup and close meanwhile. */
 static int refs_drop(uint32_t slot)
 {
-	uint32_t n = atomic_load(&vs_proc_refs[slot]);
-	while (n && !atomic_compare_exchange_weak(&vs_proc_refs[slot], &n, n - 1))
-		;
-	return n <= 1;
+	return count_down(&vs_proc_refs[slot]) <= 1;
 }
 
 _Atomic uint32_t vs_busy[CL_SLOTS];

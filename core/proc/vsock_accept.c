@@ -272,12 +272,8 @@ static void acc_sleep_begin(struct acc_sleep *z, uint32_t slot)
 static void acc_sleep_end(void *arg)
 {
 	struct acc_sleep *z = arg;
-	uint32_t n;
-	if (!z->c || !atomic_exchange(&z->c->acc_sleep, 0))
-		return;
-	n = atomic_load(&z->as->acc_sleepers);
-	while (n && !atomic_compare_exchange_weak(&z->as->acc_sleepers, &n, n - 1))
-		;
+	if (z->c && atomic_exchange(&z->c->acc_sleep, 0))
+		count_down(&z->as->acc_sleepers);
 }
 
 void vs_accept_defer(uint32_t slot)

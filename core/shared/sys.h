@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -90,6 +91,16 @@ static inline int sys_dup3(int o, int n, int f) { return (int)syscall(SYS_dup3, 
 /* never waiting, whatever O_NONBLOCK another holder of the file set */
 static inline ssize_t sys_recv_now(int fd, void *b, size_t n) { return syscall(SYS_recvfrom, fd, b, n, MSG_DONTWAIT, NULL, NULL); }
 static inline ssize_t sys_send_now(int fd, const void *b, size_t n) { return syscall(SYS_sendto, fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0); }
+
+/* *n less one, but never below 0, whatever other threads or processes do
+ * to it meanwhile: the value it had */
+static inline uint32_t count_down(_Atomic uint32_t *n)
+{
+	uint32_t v = atomic_load(n);
+	while (v && !atomic_compare_exchange_weak(n, &v, v - 1))
+		;
+	return v;
+}
 
 /* a pause in a spin loop */
 static inline void cpu_relax(void)
