@@ -68,11 +68,20 @@ outcome() {
 	sed -n 's/^outcome \([a-z]*\) after .* s, handler ran \([0-9]*\)$/\1 \2/p' "$RS_TMP/$1-client.out"
 }
 
+# b_received PORT: B's socket to PORT has received all 100000 bytes
+b_received() {
+	rs_stat "$NS_B" | jq -e --argjson port "$1" \
+		"$RS_JQ_DEFS"'[.sockets[] | select((.peer|port_of) == $port and .bytes_rx == 100000)] | length == 1' >/dev/null
+}
+
 # check_rshare PORT: the client's socket on B was an rshare connection to
-# PORT on A that received all 100000 bytes, matched by its peer on A
+# PORT on A that received all 100000 bytes, matched by its peer on A.  B
+# is read first, once it has them (the client may still be reading when
+# its outcome is printed): what B received, A has sent
 check_rshare() {
-	rs_stat "$NS_A" >"$RS_TMP/statA.json"
+	rs_retry 10 b_received "$1" || true
 	rs_stat "$NS_B" >"$RS_TMP/statB.json"
+	rs_stat "$NS_A" >"$RS_TMP/statA.json"
 	rs_jq_check "the connection was on rshare" \
 		--slurpfile a "$RS_TMP/statA.json" --slurpfile b "$RS_TMP/statB.json" --argjson port "$1" '
 		$a[0] as $A | $b[0] as $B |
