@@ -46,6 +46,7 @@ static void sig_tramp(int sig, siginfo_t *si, void *uc)
 	if (__builtin_expect(vs_sig_hold != 0, 0) && vs_sig_put_off(sig, si, flags))
 		return; /* its thread holds a lock of the library's: it runs after */
 	vs_sig_runs[0]++;
+	vs_accept_sig(); /* out of the count of sleepers in accept, should it jump */
 	if (!(flags & SA_RESTART))
 		vs_sig_runs[1]++;
 	if (flags & SA_RESETHAND) /* the kernel has put SIG_DFL back */

@@ -36,7 +36,13 @@
 # rshare's.  A second case kills half a pool asleep in accept: the hub
 # counts them out of the listener's sleepers (its log says so for each),
 # and the two left serve every connection after, each a quarter of its
-# share or more.
+# share or more.  A third: a process of a pool of two that leaves a
+# blocking accept with siglongjmp from a SIGALRM handler (tests/accept-jump.c)
+# is counted out of the sleepers by the library's trampoline before the
+# handler runs; it used to stay counted, its cell naming the listener,
+# so that its later sleeps were not counted and the hub's log said it
+# ended asleep in accept when it ended serving.  Same transcript as on
+# kernel TCP, and no such line in the hub's log.
 
 load lib
 
@@ -176,4 +182,23 @@ for p in kids[2:]:
 	(($(grep -c '^killed ' "$RS_TMP/killed.err") == 2)) || rs_fail "$(cat "$RS_TMP/killed.err")"
 	pid=$(rs_stat "$NS_A" | jq .counters.local_connects)
 	((pid == 240)) || rs_fail "the hub counted $pid same-node connections, want 240"
+}
+
+@test "a process of a pre-fork pool that leaves accept with siglongjmp is no longer counted asleep there, as on kernel TCP" {
+	local plain pre pid
+	rs_require accept-jump
+	plain=$(rs_exec "$NS_A" "$RS_BIN/accept-jump" 7475 2>/dev/null)
+	rs_hub_start "$NS_A"
+	pre=$(rs_exec "$NS_A" --rshare "$RS_BIN/accept-jump" 7476 2>"$RS_TMP/jump.err")
+	echo "# $(tr '\n' ';' <<<"$plain")" >&3
+	[[ $plain == "jumped out of a blocking accept"$'\n'"the next blocking accept: Interrupted system call"$'\n'*"stopped at the shutdown: yes" ]] ||
+		rs_fail "kernel TCP: '$plain'"
+	[[ $pre == "$plain" ]] || rs_fail "under rshare: $(diff <(echo "$plain") <(echo "$pre"))"
+	pid=$(sed -n 's/^pid //p' "$RS_TMP/jump.err")
+	[[ -n $pid ]] || rs_fail "$(cat "$RS_TMP/jump.err")"
+	rs_retry 5 grep -q "process $pid gone" "$RS_TMP/hub-$NS_A.err" || rs_fail "the hub did not see process $pid end"
+	! grep "process $pid ended asleep in accept" "$RS_TMP/hub-$NS_A.err" ||
+		rs_fail "the hub still counted process $pid asleep in accept after its jump out of it"
+	pid=$(rs_stat "$NS_A" | jq .counters.local_connects)
+	((pid == 1)) || rs_fail "the hub counted $pid same-node connections, want 1"
 }

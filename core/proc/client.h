@@ -175,6 +175,11 @@ int vs_accept_wait(uint32_t slot, int kfd, int evfd, int ms);
  * hold: a connection that waits, while some of them sleep in accept (one
  * woken for it), is left to them for a while (vsock_accept.c) */
 void vs_accept_defer(uint32_t slot);
+/* A handler about to run on this thread (preload/signal.c): if the thread
+ * sleeps in a blocking accept, counted in the listener's sleepers, it is
+ * counted out first, so that a handler that leaves with siglongjmp leaves
+ * the count right (one that returns ends the sleep with EINTR anyway). */
+void vs_accept_sig(void);
 int vs_accept_own_fds(int *out, int max); /* the epoll sets of vs_accept_wait */
 /* the process's last descriptor of listener SLOT closed: its set goes,
  * unless a thread still waits on it */

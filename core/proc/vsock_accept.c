@@ -41,7 +41,9 @@
  * doing so (8 processes, 400 connections one at a time: one took 257 in
  * some runs).  So a process asleep there counts itself in the listener's
  * acc_sleepers (its request cell names the listener meanwhile, so that
- * the hub counts out one that ends asleep), and one back in a blocking
+ * the hub counts out one that ends asleep; a handler that runs on the
+ * sleeping thread counts it out first, vs_accept_sig, so that one that
+ * leaves with siglongjmp leaves the count right), and one back in a blocking
  * accept that finds a connection waiting while some sleep leaves it to
  * them for up to ACC_DEFER_NS (vs_accept_defer), until the count of
  * waiting connections drops, as the kernel's queue of waiters hands it to
@@ -276,6 +278,26 @@ static void acc_sleep_end(void *arg)
 		count_down(&z->as->acc_sleepers);
 }
 
+/* The thread's sleep in acc_sleep, while it is there: a handler that runs
+ * meanwhile takes it out of the count first (vs_accept_sig) */
+static __thread struct acc_sleep *acc_asleep __attribute__((tls_model("initial-exec")));
+
+void vs_accept_sig(void)
+{
+	struct acc_sleep *z = acc_asleep;
+	if (z) {
+		acc_asleep = NULL;
+		acc_sleep_end(z);
+	}
+}
+
+/* the sleep's end, or its cancellation's cleanup */
+static void acc_wake(void *arg)
+{
+	acc_asleep = NULL;
+	acc_sleep_end(arg);
+}
+
 void vs_accept_defer(uint32_t slot)
 {
 	struct arena_slot *as = cl_slot(slot);
@@ -306,7 +328,8 @@ static long acc_sleep(uint32_t slot, int ep, int ms)
 	int type;
 	long r;
 	acc_sleep_begin(&z, slot);
-	pthread_cleanup_push(acc_sleep_end, &z);
+	pthread_cleanup_push(acc_wake, &z);
+	acc_asleep = &z;
 	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
 	r = syscall(SYS_epoll_pwait, ep, ev, 2, ms, NULL, 8);
 	r = r < 0 ? -errno : r;
