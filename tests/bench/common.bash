@@ -5,7 +5,7 @@
 # Sets where the programs are ($here, $repo, $build, $bench, $rshare_cmd,
 # $rshared, $preload) and gives:
 #   say, die              messages on stderr, prefixed with $prog
-#   build_bench           builds build/bench/bench when missing or stale
+#   build_bench           builds build/bench/bench (and wakecost) when missing or stale
 #   bench_tmp             the scratch folder $tmp, removed on exit (trap);
 #                         BENCH_KEEP=DIR keeps a copy of it
 #   bg, alive, reap, stop, wait_gone, finish
@@ -32,6 +32,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo=$(cd "$here/../.." && pwd -P)
 build=${RSHARE_BUILD:-$repo/build}
 bench=$build/bench/bench
+wakecost=$build/bench/wakecost
 rshare_cmd=$build/rshare
 rshared=$build/rshared
 preload=${BENCH_RSOCKETS_PRELOAD:-/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so}
@@ -53,6 +54,9 @@ build_bench() {
 				die "cannot build $bench"
 		fi
 		[[ -x $bench ]] || die "$bench is missing and there is no compiler here: run 'make -C tests/bench' first"
+	fi
+	if [[ (! -x $wakecost || $here/wakecost.c -nt $wakecost) ]] && command -v "${CC:-cc}" >/dev/null; then
+		"${CC:-cc}" -O2 -Wall -Wextra -Werror -pthread -o "$wakecost" "$here/wakecost.c" || say "cannot build $wakecost"
 	fi
 }
 

@@ -74,6 +74,9 @@
 #     wake-up system calls (route_wake_ns / handoffs)
 #   - the hubs' CPU while idle: milliseconds of CPU per second over
 #     BENCH_IDLE_SECS once every server is gone (/proc/PID/schedstat)
+# and, among the notes under the table, what a wake-up costs on this
+# machine (bench/wakecost, before anything else runs): a thread woken on
+# the waker's processor, and one on another, idle processor
 # then a table of targets (measured ratio, met or not met), and the plots
 # (gnuplot): aggregate messages/s against connections (BENCH_PLOT) and
 # stream MB/s against write size (BENCH_PLOT_STREAM).  Progress goes to
@@ -197,6 +200,13 @@ done
 
 command -v ip >/dev/null || die "needs ip (iproute2)"
 build_bench
+# what a wake-up costs here (wakecost.c), measured before anything runs:
+# each hand-off between a program and its hub is one
+wake_note=
+if [[ -x $wakecost ]] && w=$("$wakecost" 2>/dev/null) &&
+	[[ $w =~ same_wake_us=([^ ]+)\ same_run_us=([^ ]+)\ other_wake_us=([^ ]+)\ other_run_us=([^ ]+) ]]; then
+	wake_note="wake-ups on this machine (bench/wakecost, medians): a thread asleep on the waker's processor costs the waker's futex call ${BASH_REMATCH[1]} us and runs ${BASH_REMATCH[2]} us after it; one asleep on another, idle processor ${BASH_REMATCH[3]} us and ${BASH_REMATCH[4]} us."
+fi
 made_ns=() # network namespaces made here, removed on exit
 bench_tmp
 lifetime=$((step_to * 40 + 1200)) # bound of every background process
@@ -222,6 +232,7 @@ declare -A c_addr c_bind c_hubs c_where
 declare -A h_nsx h_name h_args h_port h_pid
 declare -A own_r own_p  # the hub's own ns: routing a completion, posting a write
 notes=()
+[[ -n $wake_note ]] && notes+=("$wake_note")
 failed=0
 cols=() no_rdma=()
 for col in ${BENCH_SYSTEMS:-$all_cols}; do
