@@ -282,20 +282,18 @@ static void acc_sleep_end(void *arg)
  * meanwhile takes it out of the count first (vs_accept_sig) */
 static __thread struct acc_sleep *acc_asleep __attribute__((tls_model("initial-exec")));
 
-void vs_accept_sig(void)
-{
-	struct acc_sleep *z = acc_asleep;
-	if (z) {
-		acc_asleep = NULL;
-		acc_sleep_end(z);
-	}
-}
-
-/* the sleep's end, or its cancellation's cleanup */
+/* the sleep's end: at its return, its cancellation's cleanup, or a handler */
 static void acc_wake(void *arg)
 {
 	acc_asleep = NULL;
 	acc_sleep_end(arg);
+}
+
+void vs_accept_sig(void)
+{
+	struct acc_sleep *z = acc_asleep;
+	if (z)
+		acc_wake(z);
 }
 
 void vs_accept_defer(uint32_t slot)

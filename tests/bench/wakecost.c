@@ -21,7 +21,7 @@
  * own return from FUTEX_WAIT.  Prints the medians:
  *   "wakecost same_wake_us=A same_run_us=B other_wake_us=C other_run_us=D"
  * (other_* are n/a with one processor).  Built by tests/bench/Makefile;
- * tests/bench/suite.sh prints its line above its tables.
+ * tests/bench/suite.sh prints it among the notes under its table.
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -31,7 +31,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
