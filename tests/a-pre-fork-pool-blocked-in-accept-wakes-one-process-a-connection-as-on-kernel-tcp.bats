@@ -46,6 +46,44 @@
 
 load lib
 
+# The pool both Python programs run: a listener on 127.0.0.1:argv[1];
+# pool(N) forks N processes after listen, each accepting in a loop,
+# echoing one read and writing its index to the pipe for each connection
+# (and "s" once the listener is shut down); serve(C) makes C connections
+# one at a time, each a checked echo.
+POOL_PY='
+import os, signal, socket, sys, time
+port = int(sys.argv[1])
+l = socket.socket()
+l.bind(("127.0.0.1", port))
+l.listen(64)
+r, w = os.pipe()
+kids = []
+def pool(n):
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            while True:
+                try:
+                    a, _ = l.accept()
+                except OSError:
+                    break
+                a.sendall(a.recv(16))
+                a.close()
+                os.write(w, b"%d\n" % i)
+            os.write(w, b"s\n")
+            os._exit(0)
+        kids.append(pid)
+    os.close(w)
+def serve(c):
+    for i in range(c):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"ping")
+        assert s.recv(16) == b"ping"
+        s.close()
+'
+
 setup() {
 	rs_require
 	rs_setup
@@ -58,30 +96,9 @@ teardown() {
 
 @test "a pre-fork pool blocked in accept wakes one process a connection and stops at a shutdown, as on kernel TCP" {
 	local prog plain pre n
-	prog='
-import os, socket, sys, time
-port, N, C = int(sys.argv[1]), 8, 400
-l = socket.socket()
-l.bind(("127.0.0.1", port))
-l.listen(64)
-r, w = os.pipe()
-kids = []
-for i in range(N):
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        while True:
-            try:
-                a, _ = l.accept()
-            except OSError:
-                break
-            a.sendall(a.recv(16))
-            a.close()
-            os.write(w, b"%d\n" % i)
-        os.write(w, b"s\n")
-        os._exit(0)
-    kids.append(pid)
-os.close(w)
+	prog=$POOL_PY'
+N, C = 8, 400
+pool(N)
 time.sleep(0.5)
 def switches():
     n = 0
@@ -91,11 +108,7 @@ def switches():
                 n += int(line.split()[1])
     return n
 s0 = switches()
-for i in range(C):
-    c = socket.create_connection(("127.0.0.1", port))
-    c.sendall(b"ping")
-    assert c.recv(16) == b"ping"
-    c.close()
+serve(C)
 per = (switches() - s0) / C
 l.shutdown(socket.SHUT_RDWR)
 for p in kids:
@@ -124,31 +137,8 @@ print("the pool woke at most 4 times a connection" if per <= 4 else "the pool wo
 
 @test "processes of a pre-fork pool killed asleep in accept are counted out; the others serve every connection, as on kernel TCP" {
 	local prog plain pre pid
-	prog='
-import os, signal, socket, sys, time
-port, N = int(sys.argv[1]), 4
-l = socket.socket()
-l.bind(("127.0.0.1", port))
-l.listen(64)
-r, w = os.pipe()
-kids = []
-for i in range(N):
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        while True:
-            a, _ = l.accept()
-            a.sendall(a.recv(16))
-            a.close()
-            os.write(w, b"%d\n" % i)
-    kids.append(pid)
-os.close(w)
-def serve(n):
-    for i in range(n):
-        c = socket.create_connection(("127.0.0.1", port))
-        c.sendall(b"ping")
-        assert c.recv(16) == b"ping"
-        c.close()
+	prog=$POOL_PY'
+pool(4)
 time.sleep(0.3)
 serve(40)
 time.sleep(0.3)
@@ -185,7 +175,7 @@ for p in kids[2:]:
 }
 
 @test "a process of a pre-fork pool that leaves accept with siglongjmp is no longer counted asleep there, as on kernel TCP" {
-	local plain pre pid
+	local plain pre pid n
 	rs_require accept-jump
 	plain=$(rs_exec "$NS_A" "$RS_BIN/accept-jump" 7475 2>/dev/null)
 	rs_hub_start "$NS_A"
@@ -199,6 +189,6 @@ for p in kids[2:]:
 	rs_retry 5 grep -q "process $pid gone" "$RS_TMP/hub-$NS_A.err" || rs_fail "the hub did not see process $pid end"
 	! grep "process $pid ended asleep in accept" "$RS_TMP/hub-$NS_A.err" ||
 		rs_fail "the hub still counted process $pid asleep in accept after its jump out of it"
-	pid=$(rs_stat "$NS_A" | jq .counters.local_connects)
-	((pid == 1)) || rs_fail "the hub counted $pid same-node connections, want 1"
+	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
+	((n == 1)) || rs_fail "the hub counted $n same-node connections, want 1"
 }
