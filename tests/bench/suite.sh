@@ -21,6 +21,12 @@
 #                 127.0.0.1: rshare's same-node path
 #   rshare-soft   the two namespaces of tcp-ns, a hub in each started with
 #                 --transport soft, both programs under `rshare run --`
+#   tcp-ns-cpu    tcp-ns with each namespace on a processor of its own, as
+#                 two nodes are: the server side's programs on one, the
+#                 client side's on another (taskset -c; where this machine
+#                 has two processors or more)
+#   rshare-soft-cpu  rshare-soft so, each namespace's hub (two more hubs,
+#                 linking on BENCH_HUB_PORT + 2) on its namespace's processor
 #   rshare-verbs  two hubs on the server and client addresses (like
 #                 compare.sh: 10.77.0.1 and 10.77.0.2 in the guest of
 #                 tests/vm/run.sh), --transport verbs     } only where an RDMA
@@ -154,7 +160,7 @@ rs_max=${BENCH_RS_MAX_SERVERS:-32}
 step_to=${BENCH_TIMEOUT:-120}
 plot=${BENCH_PLOT:-$build/bench/scaling.png}
 plot_stream=${BENCH_PLOT_STREAM:-$(dirname "$plot")/stream.png}
-all_cols="tcp-lo tcp-ns rshare-local rshare-soft rshare-verbs rsockets"
+all_cols="tcp-lo tcp-ns rshare-local rshare-soft tcp-ns-cpu rshare-soft-cpu rshare-verbs rsockets"
 
 isnum() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 # bytes SIZE: SIZE (with K, M or G: powers of 1024) in bytes; false if bad
@@ -205,7 +211,12 @@ build_bench
 wake_note=
 if [[ -x $wakecost ]] && w=$("$wakecost" 2>/dev/null) &&
 	[[ $w =~ same_wake_us=([^ ]+)\ same_run_us=([^ ]+)\ other_wake_us=([^ ]+)\ other_run_us=([^ ]+) ]]; then
-	wake_note="wake-ups on this machine (bench/wakecost, medians): a thread asleep on the waker's processor costs the waker's futex call ${BASH_REMATCH[1]} us and runs ${BASH_REMATCH[2]} us after it; one asleep on another, idle processor ${BASH_REMATCH[3]} us and ${BASH_REMATCH[4]} us."
+	wake_note="wake-ups on this machine (bench/wakecost, medians): a thread asleep on the waker's processor costs the waker's futex call ${BASH_REMATCH[1]} us and runs ${BASH_REMATCH[2]} us after it; "
+	if [[ ${BASH_REMATCH[3]} == n/a ]]; then
+		wake_note+="there is no other processor to wake one on."
+	else
+		wake_note+="one asleep on another, idle processor ${BASH_REMATCH[3]} us and ${BASH_REMATCH[4]} us."
+	fi
 fi
 made_ns=() # network namespaces made here, removed on exit
 bench_tmp
@@ -255,7 +266,22 @@ drop() { # COLUMN REASON: the column is n/a
 }
 
 if [[ ! (-x $rshare_cmd && -x $rshared && -e $build/librshare.so) ]]; then
-	for c in rshare-local rshare-soft rshare-verbs; do want $c && drop $c "rshare is not built (run make)."; done
+	for c in rshare-local rshare-soft rshare-soft-cpu rshare-verbs; do want $c && drop $c "rshare is not built (run make)."; done
+fi
+# the processors of the -cpu columns: the first two this process may run on
+cpu_list() {
+	local r a b out=()
+	for r in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr , ' '); do
+		a=${r%-*} b=${r#*-}
+		for ((; a <= b; a++)); do out+=("$a"); done
+	done
+	echo "${out[*]}"
+}
+read -r cpu_a cpu_b _ <<<"$(cpu_list)"
+if [[ -z ${cpu_b:-} ]] || ! command -v taskset >/dev/null; then
+	for c in tcp-ns-cpu rshare-soft-cpu; do
+		want $c && drop $c "it needs two processors and taskset (util-linux)."
+	done
 fi
 
 ns_l=rsb-$$-l ns_a=rsb-$$-a ns_b=rsb-$$-b
@@ -293,7 +319,7 @@ if want tcp-lo || want rshare-local; then
 		notes+=("tcp-lo, rshare-local: $(ns_why); they ran in this one.")
 	fi
 fi
-if want tcp-ns || want rshare-soft; then
+if want tcp-ns || want rshare-soft || want tcp-ns-cpu || want rshare-soft-cpu; then
 	va=rsb$$a vb=rsb$$b
 	if mk_ns "$ns_a" && mk_ns "$ns_b" &&
 		ip link add "$va" netns "$ns_a" type veth peer name "$vb" netns "$ns_b" 2>"$tmp/netns.err" &&
@@ -305,7 +331,7 @@ if want tcp-ns || want rshare-soft; then
 		done
 	else
 		why_ns=$(ns_why)
-		for c in tcp-ns rshare-soft; do want $c && drop $c "$why_ns."; done
+		for c in tcp-ns rshare-soft tcp-ns-cpu rshare-soft-cpu; do want $c && drop $c "$why_ns."; done
 	fi
 fi
 
@@ -344,6 +370,19 @@ for col in "${cols[@]}"; do
 		c_srv[$col]="ip netns exec $ns_a $(rs_wrap A)" c_cli[$col]="ip netns exec $ns_b $(rs_wrap B)"
 		c_addr[$col]=10.88.0.1 c_hubs[$col]="A B"
 		c_where[$col]="the namespaces of tcp-ns, a hub in each (--transport soft)"
+		;;
+	tcp-ns-cpu)
+		c_srv[$col]="ip netns exec $ns_a taskset -c $cpu_a" c_cli[$col]="ip netns exec $ns_b taskset -c $cpu_b"
+		c_addr[$col]=10.88.0.1
+		c_where[$col]="tcp-ns, its server's programs on processor $cpu_a, its clients on processor $cpu_b (taskset -c), as two nodes of a processor each"
+		;;
+	rshare-soft-cpu)
+		hub A2 "ip netns exec $ns_a taskset -c $cpu_a" "suite-A2-$$" --transport soft --port $((hub_port + 2))
+		hub B2 "ip netns exec $ns_b taskset -c $cpu_b" "suite-B2-$$" --transport soft --port $((hub_port + 2))
+		c_srv[$col]="ip netns exec $ns_a taskset -c $cpu_a $(rs_wrap A2)"
+		c_cli[$col]="ip netns exec $ns_b taskset -c $cpu_b $(rs_wrap B2)"
+		c_addr[$col]=10.88.0.1 c_hubs[$col]="A2 B2"
+		c_where[$col]="rshare-soft on the processors of tcp-ns-cpu, a hub of its own in each namespace on that namespace's processor (--transport soft --port $((hub_port + 2)))"
 		;;
 	rshare-verbs)
 		hub V1 "" "suite-V1-$$" --port "$hub_port" --addr "$srv_addr" --transport verbs
@@ -1035,6 +1074,12 @@ tables() {
 	tool_ok iperf3 && target "iperf3 -P 4, across namespaces" ip3 rshare-soft tcp-ns ">=" 0.8 Mbit/s
 	for c in $grid; do
 		target "soft message rate, $c" "mr_$c" rshare-soft tcp-ns ">=" 1 msgs/s
+	done
+	target "connections/s, across namespaces of a processor each" conn rshare-soft-cpu tcp-ns-cpu ">=" 1 /s
+	target "soft stream, 64 KiB writes, across namespaces of a processor each" st_64K rshare-soft-cpu tcp-ns-cpu ">=" 0.8 MB/s
+	tool_ok iperf3 && target "iperf3 -P 4, across namespaces of a processor each" ip3 rshare-soft-cpu tcp-ns-cpu ">=" 0.8 Mbit/s
+	for c in $grid; do
+		target "soft message rate, $c, across namespaces of a processor each" "mr_$c" rshare-soft-cpu tcp-ns-cpu ">=" 1 msgs/s
 	done
 	local own_what="hub's own cost of a message (routing + posting)"
 	for c in rshare-soft rshare-verbs; do
