@@ -25,8 +25,9 @@
 #                 two nodes are: the server side's programs on one, the
 #                 client side's on another (taskset -c; where this machine
 #                 has two processors or more)
-#   rshare-soft-cpu  rshare-soft so, each namespace's hub (two more hubs,
-#                 linking on BENCH_HUB_PORT + 2) on its namespace's processor
+#   rshare-soft-cpu  rshare-soft on the processors of tcp-ns-cpu, with two
+#                 hubs of its own (linking on BENCH_HUB_PORT + 2), each on
+#                 its namespace's processor
 #   rshare-verbs  two hubs on the server and client addresses (like
 #                 compare.sh: 10.77.0.1 and 10.77.0.2 in the guest of
 #                 tests/vm/run.sh), --transport verbs     } only where an RDMA
@@ -37,7 +38,7 @@
 # rsb-PID-b for the two-namespace ones), the veth pair, the hubs and every
 # server are made here and removed on exit.  Without the right to make
 # namespaces, tcp-lo and rshare-local run in the current one (the hub on
-# 127.0.0.1, port BENCH_HUB_PORT + 1) and the other two are n/a.
+# 127.0.0.1, port BENCH_HUB_PORT + 1) and the four across namespaces are n/a.
 #
 # Rows:
 #   - round trip, median, p99 and fastest us, for each size of
@@ -118,7 +119,8 @@
 #                        BENCH_PLOT_STREAM (stream.png, or .svg, beside it)
 #   BENCH_OUT            also write the tables to this file
 #   BENCH_PORT           first port of the servers (default 18800)
-#   BENCH_HUB_PORT       port the verbs hubs link on (default 18611)
+#   BENCH_HUB_PORT       port the verbs hubs link on (default 18611); the
+#                        soft hubs of rshare-soft-cpu link on it + 2
 #   BENCH_SRV_ADDR, BENCH_CLI_ADDR   the addresses of the verbs and rsockets
 #                        columns (default as compare.sh)
 #   BENCH_TIMEOUT        bound of each step, seconds (default 120; of a
