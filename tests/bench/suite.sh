@@ -349,6 +349,8 @@ rs_wrap() {
 	echo "env RSHARE_HUB_NAME=${h_name[$1]}${h_port[$1]:+ RSHARE_PORT=${h_port[$1]}} $rshare_cmd run --"
 }
 lo_hub_args=(--transport soft)
+# the prefixes of the -cpu columns: a namespace and its processor
+on_a="ip netns exec $ns_a taskset -c ${cpu_a:-}" on_b="ip netns exec $ns_b taskset -c ${cpu_b:-}"
 [[ -z $nsx_l ]] && lo_hub_args+=(--addr 127.0.0.1 --port $((hub_port + 1)))
 for col in "${cols[@]}"; do
 	c_bind[$col]=""
@@ -374,15 +376,13 @@ for col in "${cols[@]}"; do
 		c_where[$col]="the namespaces of tcp-ns, a hub in each (--transport soft)"
 		;;
 	tcp-ns-cpu)
-		c_srv[$col]="ip netns exec $ns_a taskset -c $cpu_a" c_cli[$col]="ip netns exec $ns_b taskset -c $cpu_b"
-		c_addr[$col]=10.88.0.1
+		c_srv[$col]=$on_a c_cli[$col]=$on_b c_addr[$col]=10.88.0.1
 		c_where[$col]="tcp-ns, its server's programs on processor $cpu_a, its clients on processor $cpu_b (taskset -c), as two nodes of a processor each"
 		;;
 	rshare-soft-cpu)
-		hub A2 "ip netns exec $ns_a taskset -c $cpu_a" "suite-A2-$$" --transport soft --port $((hub_port + 2))
-		hub B2 "ip netns exec $ns_b taskset -c $cpu_b" "suite-B2-$$" --transport soft --port $((hub_port + 2))
-		c_srv[$col]="ip netns exec $ns_a taskset -c $cpu_a $(rs_wrap A2)"
-		c_cli[$col]="ip netns exec $ns_b taskset -c $cpu_b $(rs_wrap B2)"
+		hub A2 "$on_a" "suite-A2-$$" --transport soft --port $((hub_port + 2))
+		hub B2 "$on_b" "suite-B2-$$" --transport soft --port $((hub_port + 2))
+		c_srv[$col]="$on_a $(rs_wrap A2)" c_cli[$col]="$on_b $(rs_wrap B2)"
 		c_addr[$col]=10.88.0.1 c_hubs[$col]="A2 B2"
 		c_where[$col]="rshare-soft on the processors of tcp-ns-cpu, a hub of its own in each namespace on that namespace's processor (--transport soft --port $((hub_port + 2)))"
 		;;
@@ -1071,17 +1071,16 @@ tables() {
 	target "same-node round trip, $(human "$(bytes "$t_rtt")") median" "rttm_$t_rtt" rshare-local tcp-lo "<=" 0.25 us
 	target "same-node stream, 64 KiB writes" st_64K rshare-local tcp-lo ">=" 2 MB/s
 	target "connections/s, one node" conn rshare-local tcp-lo ">=" 3 /s
-	target "connections/s, across namespaces" conn rshare-soft tcp-ns ">=" 1 /s
-	target "soft stream, 64 KiB writes, across namespaces" st_64K rshare-soft tcp-ns ">=" 0.8 MB/s
-	tool_ok iperf3 && target "iperf3 -P 4, across namespaces" ip3 rshare-soft tcp-ns ">=" 0.8 Mbit/s
-	for c in $grid; do
-		target "soft message rate, $c" "mr_$c" rshare-soft tcp-ns ">=" 1 msgs/s
-	done
-	target "connections/s, across namespaces of a processor each" conn rshare-soft-cpu tcp-ns-cpu ">=" 1 /s
-	target "soft stream, 64 KiB writes, across namespaces of a processor each" st_64K rshare-soft-cpu tcp-ns-cpu ">=" 0.8 MB/s
-	tool_ok iperf3 && target "iperf3 -P 4, across namespaces of a processor each" ip3 rshare-soft-cpu tcp-ns-cpu ">=" 0.8 Mbit/s
-	for c in $grid; do
-		target "soft message rate, $c, across namespaces of a processor each" "mr_$c" rshare-soft-cpu tcp-ns-cpu ">=" 1 msgs/s
+	# the soft targets, on the namespaces that share the processors and
+	# on those of a processor each (the -cpu columns)
+	for w in "" -cpu; do
+		local a=rshare-soft$w b=tcp-ns$w on=${w:+ of a processor each}
+		target "connections/s, across namespaces$on" conn "$a" "$b" ">=" 1 /s
+		target "soft stream, 64 KiB writes, across namespaces$on" st_64K "$a" "$b" ">=" 0.8 MB/s
+		tool_ok iperf3 && target "iperf3 -P 4, across namespaces$on" ip3 "$a" "$b" ">=" 0.8 Mbit/s
+		for c in $grid; do
+			target "soft message rate, $c${on:+, across namespaces$on}" "mr_$c" "$a" "$b" ">=" 1 msgs/s
+		done
 	done
 	local own_what="hub's own cost of a message (routing + posting)"
 	for c in rshare-soft rshare-verbs; do
