@@ -133,7 +133,8 @@ static int hub_wait(const char *path, int errfd, pid_t hub, int quiet)
  * wait until it answers.  Until then its stderr comes to us through a
  * pipe, so that a hub that fails says why; RSHARE_HUB_LOG names a file for
  * its log instead.  FRESH (rshare run's, not asked for): the hub takes none
- * of our scheduling or lowered limits (hub_spawn.c).  0, or -1 after
+ * of our scheduling or lowered limits and stays in our session; else it
+ * leads a session of its own (hub_spawn.c).  0, or -1 after
  * printing what went wrong.
  */
 int hub_spawn(const char *path, int port, int quiet, int fresh)

@@ -2,11 +2,19 @@
  * hub_spawn.c - starting the hub so that it is nobody's child.
  *
  * A clone without exit signal (no SIGCHLD reaches the caller, whose
- * wait() cannot see it) calls setsid() and forks the hub, then exits; the
- * caller reaps it with __WALL.  The hub's process sets up its descriptors
- * 0, 1 and 2 (and closes the caller's others), unblocks every signal and
- * sets each to its default, drops LD_PRELOAD from its environment and runs
- * the hub.  A hub started without being asked for (the library's, that of
+ * wait() cannot see it) makes a process group of its own and forks the
+ * hub, then exits; the caller reaps it with __WALL.  The group keeps the
+ * hub out of what is sent to the program's (Ctrl-C, a hang-up, a kill of
+ * the group).  A hub started without being asked for stays in the
+ * caller's session: where the scheduler groups processes by session
+ * (autogroups), one in a session of its own was a group of its own, the
+ * programs' yields did not reach it nor its yields them, and on 2
+ * processors a client and a thread-per-connection server of one shell
+ * made half the connections a second.  `rshare hub start` (a daemon asked
+ * for by name) calls setsid() instead and leads a session of its own.
+ * The hub's process sets up its descriptors 0, 1 and 2 (and closes the
+ * caller's others), unblocks every signal and sets each to its default,
+ * drops LD_PRELOAD from its environment and runs the hub.  A hub started without being asked for (the library's, that of
  * `rshare run`: spawn_opt.fresh) serves every program of the node, not
  * only the one that happened to start it, so it first undoes what was set
  * for that program alone, as far as it may: its processor affinity (back
@@ -173,7 +181,10 @@ int spawn_hub(const struct spawn_opt *o)
 		return -errno;
 	if (pid == 0) {
 		pid_t hub;
-		setsid();
+		if (o->fresh)
+			setpgid(0, 0); /* in the caller's session: see above */
+		else
+			setsid();
 		hub = (pid_t)syscall(SYS_fork);
 		if (hub == 0)
 			hub_main(o);

@@ -21,7 +21,9 @@ struct spawn_opt {
 	int close_fds;           /* close every descriptor from 3 up before exec */
 	int env_max;             /* at most this many variables go along (0: all) */
 	int fresh;               /* the hub takes none of the caller's scheduling
-				    or lowered limits, as far as it may (hub_spawn.c) */
+				    or lowered limits, as far as it may, and stays
+				    in its session (hub_spawn.c); else a session
+				    of its own */
 	/* in the hub's process when the exec failed, before it exits 127 */
 	void (*exec_failed)(const char *path, int err);
 };
