@@ -10,8 +10,17 @@
 #                         BENCH_KEEP=DIR keeps a copy of it
 #   bg, alive, reap, stop, wait_gone, finish
 #                         background steps, each in a process group of its
-#                         own, bounded by $lifetime seconds, their output in
-#                         $tmp/NAME.out and $tmp/NAME.err
+#                         own (timeout's), bounded by $lifetime seconds,
+#                         their output in $tmp/NAME.out and $tmp/NAME.err;
+#                         all in the script's session, as programs started
+#                         from one shell are, so that where the scheduler
+#                         groups processes by session (autogroups) servers,
+#                         hubs and clients are one group, as a hub that the
+#                         library starts is with its programs.
+#                         BENCH_SESSIONS=1 gives each a session of its own
+#                         ($own_session), a scheduling group of its own
+#                         there: hubs run as services are so (rshare(7),
+#                         BUGS)
 #   wait_line, kv, why, show_err
 #                         reading that output
 #   median, least         the median, the least of a list of numbers
@@ -60,7 +69,9 @@ build_bench() {
 	fi
 }
 
-declare -A groups # process groups started here (setsid) and not yet reaped
+declare -A groups # process groups started here (timeout's) and not yet reaped
+own_session=()
+[[ ${BENCH_SESSIONS:-} == 1 ]] && own_session=(setsid)
 bench_tmp() {
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench.XXXXXX")
 	trap cleanup EXIT
@@ -84,11 +95,12 @@ cleanup() {
 	rm -rf "$tmp"
 }
 
-# bg NAME CMD...: start CMD in a session of its own, bounded; its pid in $bg_pid
+# bg NAME CMD...: start CMD in a process group of its own (timeout makes
+# one), bounded; its pid in $bg_pid
 bg() {
 	local name=$1
 	shift
-	setsid timeout -k 5 "$lifetime" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null &
+	"${own_session[@]}" timeout -k 5 "$lifetime" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null &
 	bg_pid=$!
 	groups[$bg_pid]=1
 }

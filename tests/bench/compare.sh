@@ -320,7 +320,7 @@ hold_row() {
 	[[ $sys == rshare ]] && fb=$(rshare_fallbacks)
 	for ((j = 0; j < n; j++)); do
 		# shellcheck disable=SC2046
-		setsid timeout -k 5 $((step_to + 10)) $(cli_wrap "$sys") "$bench" hold "$srv_addr" "$port" \
+		"${own_session[@]}" timeout -k 5 $((step_to + 10)) $(cli_wrap "$sys") "$bench" hold "$srv_addr" "$port" \
 			-c "$k" -f "$rel" -m "$per" -i $((j * k)) -B "$cli_addr" -t "$step_to" \
 			>"$tmp/$name-cli$j.out" 2>"$tmp/$name-cli$j.err" </dev/null &
 		cli_pids+=($!)

@@ -118,6 +118,10 @@
 #                        png terminal, or when it ends in .svg);
 #                        BENCH_PLOT_STREAM (stream.png, or .svg, beside it)
 #   BENCH_OUT            also write the tables to this file
+#   BENCH_SESSIONS=1     each server, hub and client in a session of its own
+#                        (a scheduling group of its own where the kernel's
+#                        autogroups are on; see common.bash), not all in
+#                        this script's
 #   BENCH_PORT           first port of the servers (default 18800)
 #   BENCH_HUB_PORT       port the verbs hubs link on (default 18611); the
 #                        soft hubs of rshare-soft-cpu link on it + 2
