@@ -9,7 +9,7 @@
 # connections a second.  Its process group is its own, so that what the
 # shell or a supervisor sends the program's group (Ctrl-C, a hang-up, a
 # kill of the group) does not reach it, and it outlives the program, its
-# group and its session.  `rshare hub start`, asked for by name, still
+# group and its session, and a hang-up of the terminal they ran on.  `rshare hub start`, asked for by name, still
 # makes a session of its own (rshare-command-hub.bats).
 
 load lib
@@ -79,6 +79,30 @@ hub_pids() {
 	done
 	! kill -0 "$prog" 2>/dev/null || rs_fail "the program outlived its group's kill"
 	after=$(hub_pids) || rs_fail "the hub is gone with the program's group"
+	echo "hub before: $before; after: $after"
+	[[ $after == "$before" ]] || rs_fail "another hub answers"
+}
+
+@test "a hub started so outlives the hang-up of the terminal its program ran on" {
+	local term prog before after i
+	command -v script >/dev/null || skip "needs script (util-linux)"
+	# script gives the program a terminal of its own (a pseudo-terminal that
+	# it leads the session of); killing script hangs that terminal up
+	ip netns exec "$NS_A" script -qfc "echo \$\$ >'$RS_TMP/prog.pid'; exec '$RSHARE' run -- sleep 30" \
+		/dev/null </dev/null >/dev/null 2>&1 &
+	term=$!
+	rs_wait_file "$RS_TMP/prog.pid" '^[0-9]+$' 1 10 || rs_fail "the program did not start"
+	prog=$(<"$RS_TMP/prog.pid")
+	rs_retry 10 hub_pids >/dev/null || rs_fail "rshare run started no hub"
+	before=$(hub_pids)
+	[[ $(ps -o tty= -p "$prog" | tr -d ' ') == pts/* ]] || rs_fail "the program has no terminal"
+	kill -KILL "$term"
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$prog" 2>/dev/null || break
+		sleep 0.05
+	done
+	! kill -0 "$prog" 2>/dev/null || rs_fail "the program outlived its terminal's hang-up"
+	after=$(hub_pids) || rs_fail "the hub is gone with the terminal"
 	echo "hub before: $before; after: $after"
 	[[ $after == "$before" ]] || rs_fail "another hub answers"
 }
