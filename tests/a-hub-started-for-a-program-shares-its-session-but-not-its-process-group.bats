@@ -40,7 +40,7 @@ hub_pids() {
 }
 
 @test "a hub that rshare run starts is in the program's session and autogroup, in a process group of its own" {
-	local prog hub p
+	local prog p want got
 	# the program leads a session of its own, as one started from a shell
 	# or a supervisor does
 	ip netns exec "$NS_A" setsid timeout -k 5 60 bash -c \
