@@ -14,7 +14,8 @@
  * for by name) calls setsid() instead and leads a session of its own.
  * The hub's process sets up its descriptors 0, 1 and 2 (and closes the
  * caller's others), unblocks every signal and sets each to its default,
- * drops LD_PRELOAD from its environment and runs the hub.  A hub started without being asked for (the library's, that of
+ * drops LD_PRELOAD from its environment and runs the hub.
+ * A hub started without being asked for (the library's, that of
  * `rshare run`: spawn_opt.fresh) serves every program of the node, not
  * only the one that happened to start it, so it first undoes what was set
  * for that program alone, as far as it may: its processor affinity (back
