@@ -18,6 +18,9 @@ setup() {
 	rs_require
 	rs_setup
 	rs_netns "$NS_A"
+	# the program each case starts: it writes its pid, then runs under
+	# rshare run, which starts the hub
+	prog_cmd="echo \$\$ >'$RS_TMP/prog.pid'; exec '$RSHARE' run -- sleep 30"
 }
 
 teardown() {
@@ -39,15 +42,33 @@ hub_pids() {
 	jq -r '.pid, .hub_pid' <<<"$st" | sort -u
 }
 
+# started: once the program of prog_cmd wrote its pid and its hub answers,
+# that pid in $prog and the hub's processes in $before (the case's locals)
+started() {
+	rs_wait_file "$RS_TMP/prog.pid" '^[0-9]+$' 1 10 || rs_fail "the program did not start" || return
+	prog=$(<"$RS_TMP/prog.pid")
+	rs_retry 10 hub_pids >/dev/null || rs_fail "rshare run started no hub" || return
+	before=$(hub_pids)
+}
+
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# outlived WHAT: the program ($prog) ends within 10 s of WHAT, and the hub
+# of $before still answers
+outlived() {
+	local after
+	rs_retry 10 gone "$prog" || rs_fail "the program outlived $1" || return
+	after=$(hub_pids) || rs_fail "the hub is gone with $1" || return
+	echo "hub before: $before; after: $after"
+	[[ $after == "$before" ]] || rs_fail "another hub answers"
+}
+
 @test "a hub that rshare run starts is in the program's session and autogroup, in a process group of its own" {
-	local prog p want got
+	local prog before p want got
 	# the program leads a session of its own, as one started from a shell
 	# or a supervisor does
-	ip netns exec "$NS_A" setsid timeout -k 5 60 bash -c \
-		"echo \$\$ >'$RS_TMP/prog.pid'; exec '$RSHARE' run -- sleep 30" </dev/null >/dev/null 2>&1 &
-	rs_wait_file "$RS_TMP/prog.pid" '^[0-9]+$' 1 10 || rs_fail "the program did not start"
-	prog=$(<"$RS_TMP/prog.pid")
-	rs_retry 10 hub_pids >/dev/null || rs_fail "rshare run started no hub"
+	ip netns exec "$NS_A" setsid timeout -k 5 60 bash -c "$prog_cmd" </dev/null >/dev/null 2>&1 &
+	started
 	read -r -a want <<<"$(ids "$prog")"
 	echo "program $prog: ${want[*]}"
 	for p in $(hub_pids); do
@@ -60,49 +81,27 @@ hub_pids() {
 }
 
 @test "a hub started so outlives what is sent to the program's process group, and the program's session" {
-	local prog group before after i
-	ip netns exec "$NS_A" setsid timeout -k 5 60 bash -c \
-		"echo \$\$ >'$RS_TMP/prog.pid'; exec '$RSHARE' run -- sleep 30" </dev/null >/dev/null 2>&1 &
-	rs_wait_file "$RS_TMP/prog.pid" '^[0-9]+$' 1 10 || rs_fail "the program did not start"
-	prog=$(<"$RS_TMP/prog.pid")
-	rs_retry 10 hub_pids >/dev/null || rs_fail "rshare run started no hub"
-	before=$(hub_pids)
+	local prog before group
+	ip netns exec "$NS_A" setsid timeout -k 5 60 bash -c "$prog_cmd" </dev/null >/dev/null 2>&1 &
+	started
 	group=$(ps -o pgid= -p "$prog" | tr -d ' ')
 	# what a shell sends its job on Ctrl-C and on a hang-up, then a kill;
 	# the group's leader leads the session too (setsid)
 	kill -INT -- "-$group" 2>/dev/null || true
 	kill -HUP -- "-$group" 2>/dev/null || true
 	kill -KILL -- "-$group" 2>/dev/null || true
-	for ((i = 0; i < 200; i++)); do
-		kill -0 "$prog" 2>/dev/null || break
-		sleep 0.05
-	done
-	! kill -0 "$prog" 2>/dev/null || rs_fail "the program outlived its group's kill"
-	after=$(hub_pids) || rs_fail "the hub is gone with the program's group"
-	echo "hub before: $before; after: $after"
-	[[ $after == "$before" ]] || rs_fail "another hub answers"
+	outlived "its group's kill"
 }
 
 @test "a hub started so outlives the hang-up of the terminal its program ran on" {
-	local term prog before after i
+	local term prog before
 	command -v script >/dev/null || skip "needs script (util-linux)"
 	# script gives the program a terminal of its own (a pseudo-terminal that
 	# it leads the session of); killing script hangs that terminal up
-	ip netns exec "$NS_A" script -qfc "echo \$\$ >'$RS_TMP/prog.pid'; exec '$RSHARE' run -- sleep 30" \
-		/dev/null </dev/null >/dev/null 2>&1 &
+	ip netns exec "$NS_A" script -qfc "$prog_cmd" /dev/null </dev/null >/dev/null 2>&1 &
 	term=$!
-	rs_wait_file "$RS_TMP/prog.pid" '^[0-9]+$' 1 10 || rs_fail "the program did not start"
-	prog=$(<"$RS_TMP/prog.pid")
-	rs_retry 10 hub_pids >/dev/null || rs_fail "rshare run started no hub"
-	before=$(hub_pids)
+	started
 	[[ $(ps -o tty= -p "$prog" | tr -d ' ') == pts/* ]] || rs_fail "the program has no terminal"
 	kill -KILL "$term"
-	for ((i = 0; i < 200; i++)); do
-		kill -0 "$prog" 2>/dev/null || break
-		sleep 0.05
-	done
-	! kill -0 "$prog" 2>/dev/null || rs_fail "the program outlived its terminal's hang-up"
-	after=$(hub_pids) || rs_fail "the hub is gone with the terminal"
-	echo "hub before: $before; after: $after"
-	[[ $after == "$before" ]] || rs_fail "another hub answers"
+	outlived "its terminal's hang-up"
 }
