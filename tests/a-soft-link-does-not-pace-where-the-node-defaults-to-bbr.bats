@@ -2,12 +2,14 @@
 # A soft link is one TCP flow for every connection between two nodes.
 # Where the node's congestion control is bbr, which paces each flow and so
 # would hold all of them to one paced flow's rate, the link runs cubic (or
-# reno) instead; any other default is kept; rshare.conf's link_congestion
-# (RSHARE_LINK_CONGESTION) names the link's algorithm; a name that is no
-# name stops the hub with a clear error.  Each case reads the algorithm of
-# both ends of the link from ss (and checks that rshare stat's `congestion`
-# of the link says the same), and proves with the hubs' counters that a
-# stream, checked byte for byte, went over that link.
+# reno) instead, at both ends: the hub listens with it too, so that the
+# end it accepts never starts under bbr; any other default is kept;
+# rshare.conf's link_congestion (RSHARE_LINK_CONGESTION) names the link's
+# algorithm; a name that is no name stops the hub with a clear error.
+# Each case reads the algorithm of both ends of the link, and of the
+# accepting hub's listener, from ss (and checks that rshare stat's
+# `congestion` of the link says the same), and proves with the hubs'
+# counters that a stream, checked byte for byte, went over that link.
 
 load lib
 
@@ -44,8 +46,20 @@ link_cc() {
 		grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1
 }
 
+# listener_cc NS: the congestion control of the hub's listening socket on
+# its peer port in NS: what the end of a link that it accepts started with
+listener_cc() {
+	local port
+	port=$(rs_stat "$1" | jq -r .port)
+	ip netns exec "$1" ss -tlniH "( sport = :$port )" |
+		grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1
+}
+
 # stream: 4 MiB from B to A's echo server under rshare, echoed back and
-# compared; then both ends of the link must name one algorithm, printed
+# compared; then both ends of the link must name one algorithm, printed,
+# and A's hub, which accepted the link, must have listened with it: an end
+# accepted under bbr and switched afterwards keeps bbr's pacing in the
+# kernel (the direction from A to B then carried half as much)
 stream() {
 	local out a b s x tx
 	rs_bg srv "$NS_A" --rshare "$RS_BIN/echo-server" 7401
@@ -71,6 +85,8 @@ print("echoed whole" if got == data else "echoed %d bytes, differing" % len(got)
 	a=$(link_cc "$NS_A")
 	b=$(link_cc "$NS_B")
 	[[ -n $a && $a == "$b" ]] || rs_fail "the link's ends run '$a' (A) and '$b' (B)"
+	x=$(listener_cc "$NS_A")
+	[[ $x == "$a" ]] || rs_fail "A's hub accepted the link listening with '$x', the link runs '$a'"
 	# and rshare stat says what ss says
 	for x in "$NS_A:$a" "$NS_B:$b"; do
 		s=$(rs_stat "${x%%:*}" | jq -r '[.links[] | select(.transport == "soft") | .congestion] | first')

@@ -17,7 +17,11 @@
  * one does over a veth pair here.  So a link whose algorithm (the node's
  * default) is bbr runs cubic instead, or reno where cubic is not to be had;
  * any other is kept.  rshare.conf's link_congestion names one to use
- * instead (bbr among them), or auto, this choice.
+ * instead (bbr among them), or auto, this choice.  The listening socket
+ * takes it too, so that an accepted link has it from its first packet: one
+ * that finished its handshake under bbr keeps bbr's pacing in the kernel
+ * (bbr turns it on at its start, and a switch afterwards leaves it on), and
+ * paced so, the direction away from the accepting hub carried half as much.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -225,6 +229,7 @@ int soft_init(struct xport *xp, struct hub *h, uint16_t port)
 	if (listen(sx->lfd, 512) < 0)
 		return -1;
 watch:
+	link_congestion(sx, sx->lfd); /* what accepted links start with */
 	sx->lev.fn = soft_accept;
 	return hub_watch(h, sx->lfd, EPOLLIN, &sx->lev);
 }

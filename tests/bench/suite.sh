@@ -68,7 +68,8 @@
 #   - ab -c BENCH_AB_CONNS -n BENCH_AB_N against the same nginx, without
 #     keep-alive: a connection a request, requests/s (where ab is installed)
 #   - iperf3 -P 4 (4 parallel streams, BENCH_IPERF_SECS) against iperf3 -s,
-#     Mbit/s received
+#     Mbit/s received; then the same with -R, the server sending: across
+#     nodes, the direction from the end of the hubs' link that was accepted
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
 #     woken, over all the steps of the column, from its hubs' counters
 #     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
@@ -413,7 +414,7 @@ fail_cell() { # ROW COLUMN REASON (the first failure of a cell stays)
 # the rows of every column, for the failure of a whole column
 all_rows() {
 	local s w c
-	echo conn sp_med sp_p99 wrk ab ip3 handoff idle
+	echo conn sp_med sp_p99 wrk ab ip3 ip3r handoff idle
 	for s in $rtt_sizes; do echo "rttm_$s rttp_$s rttf_$s"; done
 	for w in $stream_sizes; do echo "st_$w"; done
 	for c in $grid; do echo "mr_$c"; done
@@ -473,7 +474,7 @@ nrtt=$(wc -w <<<"$rtt_sizes") nstream=$(wc -w <<<"$stream_sizes") ngrid=$(wc -w 
 per_col=$((rounds * (1 + nrtt + nstream) + ngrid))
 tool_ok sockperf && per_col=$((per_col + 1))
 tool_ok wrk && per_col=$((per_col + 1))
-tool_ok iperf3 && per_col=$((per_col + 1))
+tool_ok iperf3 && per_col=$((per_col + 2))
 steps=$((per_col * ${#up[@]})) step=0
 progress() { # WHAT COLUMN [MORE]
 	step=$((step + 1))
@@ -751,13 +752,16 @@ ab_step() {
 	fi
 }
 
-# iperf3_row COLUMN: iperf3 -P 4 against iperf3 -s (one test), Mbit/s received
+# iperf3_row COLUMN [-R]: iperf3 -P 4 against iperf3 -s (one test), Mbit/s
+# received; with -R the server sends (row ip3r): the other direction of
+# the link between two nodes' hubs, whose end the server's hub accepted
 iperf3_row() {
-	local col=$1 name=$1-iperf3 port=$next_port before rc reason="" srv bind=()
+	local col=$1 dir=${2:-} key=ip3 name=$1-iperf3 port=$next_port before rc reason="" srv bind=()
+	[[ -n $dir ]] && key=ip3r name=$1-iperf3r
 	next_port=$((next_port + 1))
-	progress "iperf3 -P 4" "$col"
+	progress "iperf3 -P 4${dir:+ $dir}" "$col"
 	if ! command -v iperf3 >/dev/null; then
-		cell[ip3,$col]="n/a (no iperf3)"
+		cell[$key,$col]="n/a (no iperf3)"
 		return
 	fi
 	before=$(snap "$col")
@@ -768,17 +772,17 @@ iperf3_row() {
 		show_err "$col iperf3 server" "$tmp/$name-srv.out" "$tmp/$name-srv.err"
 	else
 		[[ -n ${c_bind[$col]} ]] && bind=(-B "${c_bind[$col]}")
-		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m "${bind[@]}"
+		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m ${dir:+"$dir"} "${bind[@]}"
 		rc=$?
-		cell[ip3,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
-		if ((rc != 0)) || [[ -z ${cell[ip3,$col]} ]]; then
+		cell[$key,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
+		if ((rc != 0)) || [[ -z ${cell[$key,$col]} ]]; then
 			reason="iperf3: $(grep -m 1 -i error "$tmp/$name.out" "$tmp/$name.err" | cut -d: -f2- | cut -c1-80)"
 			show_err "$col iperf3" "$tmp/$name.out" "$tmp/$name.err" "$tmp/$name-srv.err"
 		fi
 	fi
 	stop "$srv"
 	[[ -z $reason ]] && off_path "$col" "$before" && reason=$off_reason
-	[[ -n $reason ]] && fail_cell ip3 "$col" "$reason"
+	[[ -n $reason ]] && fail_cell "$key" "$col" "$reason"
 }
 
 # ---- run ----
@@ -810,6 +814,7 @@ if ((nup)); then
 	fi
 	if tool_ok iperf3; then
 		for col in "${up[@]}"; do iperf3_row "$col"; done
+		for col in "${up[@]}"; do iperf3_row "$col" -R; done
 	fi
 fi
 for col in "${up[@]}"; do
@@ -1057,6 +1062,7 @@ tables() {
 	tool_ok wrk && row wrk "wrk -t 2 -c $wrk_conns (${wrk_secs} s) against nginx (2 workers), requests/s"
 	tool_ok wrk && row ab "ab -c $ab_conns -n $ab_n against that nginx, a connection a request, requests/s"
 	tool_ok iperf3 && row ip3 "iperf3 -P 4 (${ip_secs} s), Mbit/s received"
+	tool_ok iperf3 && row ip3r "iperf3 -P 4 -R (the server sends), Mbit/s received"
 	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
 	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
@@ -1082,6 +1088,7 @@ tables() {
 		target "connections/s, across namespaces$on" conn "$a" "$b" ">=" 1 /s
 		target "soft stream, 64 KiB writes, across namespaces$on" st_64K "$a" "$b" ">=" 0.8 MB/s
 		tool_ok iperf3 && target "iperf3 -P 4, across namespaces$on" ip3 "$a" "$b" ">=" 0.8 Mbit/s
+		tool_ok iperf3 && target "iperf3 -P 4 -R (the server sends), across namespaces$on" ip3r "$a" "$b" ">=" 0.8 Mbit/s
 		for c in $grid; do
 			target "soft message rate, $c${on:+, across namespaces$on}" "mr_$c" "$a" "$b" ">=" 1 msgs/s
 		done
