@@ -19,7 +19,14 @@
 #include "xqueue.h"
 #include "frame.h"
 
-#define SOFT_OUT_MAX (4u << 20)   /* queued bytes before writes get -EAGAIN */
+/* What one connection's bulk can put ahead of another's message on a link,
+ * a FIFO for all of them: the hub's queue (SOFT_OUT_MAX), the kernel's
+ * unsent bytes (SOFT_NOTSENT_LOWAT) and the receiver's buffer
+ * (SOFT_RCVBUF; the kernel doubles it), each bounded instead of grown to
+ * megabytes (soft_conn.c) */
+#define SOFT_OUT_MAX (256u << 10) /* queued bytes before writes get -EAGAIN */
+#define SOFT_NOTSENT_LOWAT (64 << 10)
+#define SOFT_RCVBUF (256 << 10)
 #define SOFT_IN_CHUNK (256u << 10)
 #define SOFT_ZC_MIN 256u          /* a ring's payload this long is sent from the ring */
 #define SOFT_IOV 256              /* pieces of the queue a sendmsg takes */

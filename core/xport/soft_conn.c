@@ -22,6 +22,12 @@
  * that finished its handshake under bbr keeps bbr's pacing in the kernel
  * (bbr turns it on at its start, and a switch afterwards leaves it on), and
  * paced so, the direction away from the accepting hub carried half as much.
+ *
+ * The link is a FIFO for every connection between the two nodes, so what
+ * one connection's bulk queues on it, any other's message waits behind:
+ * the link's socket keeps at most SOFT_NOTSENT_LOWAT bytes unsent and
+ * receives into SOFT_RCVBUF (no autotuning to megabytes), as the hub's own
+ * queue holds at most SOFT_OUT_MAX (soft.h).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -101,6 +107,9 @@ static struct soft_link *sl_new(struct soft *sx, struct xlink *l, int fd)
 	sl->ev.fn = link_event;
 	l->xpriv = sl;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* what bulk may queue ahead of other connections' frames (soft.h) */
+	setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &(int){SOFT_NOTSENT_LOWAT}, sizeof(int));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){SOFT_RCVBUF}, sizeof(int));
 	link_congestion(sx, fd);
 	/* a peer node that vanishes (its hub killed, its network cut) is
 	 * noticed within the link timeout, idle or not (the user timeout

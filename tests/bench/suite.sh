@@ -68,8 +68,11 @@
 #   - ab -c BENCH_AB_CONNS -n BENCH_AB_N against the same nginx, without
 #     keep-alive: a connection a request, requests/s (where ab is installed)
 #   - iperf3 -P 4 (4 parallel streams, BENCH_IPERF_SECS) against iperf3 -s,
-#     Mbit/s received; then the same with -R, the server sending: across
-#     nodes, the direction from the end of the hubs' link that was accepted
+#     Mbit/s received, and beside it, on a connection of its own to the
+#     bench server, 500 round trips of 64 B (median us: what waits behind a
+#     bulk transfer, which across nodes shares the link); then the same
+#     with -R, the server sending: across nodes, the direction from the end
+#     of the hubs' link that was accepted
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
 #     woken, over all the steps of the column, from its hubs' counters
 #     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
@@ -414,7 +417,7 @@ fail_cell() { # ROW COLUMN REASON (the first failure of a cell stays)
 # the rows of every column, for the failure of a whole column
 all_rows() {
 	local s w c
-	echo conn sp_med sp_p99 wrk ab ip3 ip3r handoff idle
+	echo conn sp_med sp_p99 wrk ab ip3 ip3r hol handoff idle
 	for s in $rtt_sizes; do echo "rttm_$s rttp_$s rttf_$s"; done
 	for w in $stream_sizes; do echo "st_$w"; done
 	for c in $grid; do echo "mr_$c"; done
@@ -772,7 +775,16 @@ iperf3_row() {
 		show_err "$col iperf3 server" "$tmp/$name-srv.out" "$tmp/$name-srv.err"
 	else
 		[[ -n ${c_bind[$col]} ]] && bind=(-B "${c_bind[$col]}")
-		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m ${dir:+"$dir"} "${bind[@]}"
+		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m ${dir:+"$dir"} "${bind[@]}" &
+		local ip=$!
+		if [[ -z $dir ]]; then
+			# a connection of its own beside the bulk: what waits behind it
+			sleep 0.3
+			bench_client "$col" "$name-hol" rtt -n 500 -s 64
+			cell[hol,$col]=$(kv "$tmp/$name-hol.out" median_us)
+			[[ -n ${cell[hol,$col]} ]] || fail_cell hol "$col" "$(why "$tmp/$name-hol.err")"
+		fi
+		wait "$ip"
 		rc=$?
 		cell[$key,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
 		if ((rc != 0)) || [[ -z ${cell[$key,$col]} ]]; then
@@ -1063,6 +1075,7 @@ tables() {
 	tool_ok wrk && row ab "ab -c $ab_conns -n $ab_n against that nginx, a connection a request, requests/s"
 	tool_ok iperf3 && row ip3 "iperf3 -P 4 (${ip_secs} s), Mbit/s received"
 	tool_ok iperf3 && row ip3r "iperf3 -P 4 -R (the server sends), Mbit/s received"
+	tool_ok iperf3 && row hol "round trip 64 B beside iperf3 -P 4 (a connection of its own, 500), median us"
 	row handoff "hub hand-off: mean ns from a completion polled (in a batch) to its owner woken / of which its own routing"
 	row own "hub's own cost of a message, ns: routing a completion (less the system calls that woke its owner) + posting a write; then those system calls, ns a completion"
 	row idle "hubs' CPU while idle (no program running, ${idle_secs} s), ms per second"
