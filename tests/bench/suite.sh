@@ -68,11 +68,11 @@
 #   - ab -c BENCH_AB_CONNS -n BENCH_AB_N against the same nginx, without
 #     keep-alive: a connection a request, requests/s (where ab is installed)
 #   - iperf3 -P 4 (4 parallel streams, BENCH_IPERF_SECS) against iperf3 -s,
-#     Mbit/s received, and beside it, on a connection of its own to the
-#     bench server, 500 round trips of 64 B (median us: what waits behind a
-#     bulk transfer, which across nodes shares the link); then the same
-#     with -R, the server sending: across nodes, the direction from the end
-#     of the hubs' link that was accepted
+#     Mbit/s received; the same with -R, the server sending: across nodes,
+#     the direction from the end of the hubs' link that was accepted; and
+#     once more with, beside it, 500 round trips of 64 B on a connection of
+#     their own to the bench server (median us: what waits behind a bulk
+#     transfer, which across nodes shares the link)
 #   - hub hand-off: mean nanoseconds from a completion polled to its owner
 #     woken, over all the steps of the column, from its hubs' counters
 #     (counters.handoff_ns / counters.handoffs of `rshare stat --json`;
@@ -477,7 +477,7 @@ nrtt=$(wc -w <<<"$rtt_sizes") nstream=$(wc -w <<<"$stream_sizes") ngrid=$(wc -w 
 per_col=$((rounds * (1 + nrtt + nstream) + ngrid))
 tool_ok sockperf && per_col=$((per_col + 1))
 tool_ok wrk && per_col=$((per_col + 1))
-tool_ok iperf3 && per_col=$((per_col + 2))
+tool_ok iperf3 && per_col=$((per_col + 3))
 steps=$((per_col * ${#up[@]})) step=0
 progress() { # WHAT COLUMN [MORE]
 	step=$((step + 1))
@@ -755,14 +755,20 @@ ab_step() {
 	fi
 }
 
-# iperf3_row COLUMN [-R]: iperf3 -P 4 against iperf3 -s (one test), Mbit/s
-# received; with -R the server sends (row ip3r): the other direction of
-# the link between two nodes' hubs, whose end the server's hub accepted
+# iperf3_row COLUMN [-R | hol]: iperf3 -P 4 against iperf3 -s (one test),
+# Mbit/s received (row ip3); with -R the server sends (row ip3r): the
+# other direction of the link between two nodes' hubs, whose end the
+# server's hub accepted; with hol, 500 round trips of 64 B on a connection
+# of their own to the bench server while it runs (row hol, median us; its
+# Mbit/s are not kept: the round trips take the processors' time too)
 iperf3_row() {
-	local col=$1 dir=${2:-} key=ip3 name=$1-iperf3 port=$next_port before rc reason="" srv bind=()
-	[[ -n $dir ]] && key=ip3r name=$1-iperf3r
+	local col=$1 how=${2:-} key=ip3 name=$1-iperf3 port=$next_port before rc reason="" srv ip bind=() dir=()
+	case $how in
+	-R) key=ip3r name=$1-iperf3r dir=(-R) ;;
+	hol) key=hol name=$1-iperf3h ;;
+	esac
 	next_port=$((next_port + 1))
-	progress "iperf3 -P 4${dir:+ $dir}" "$col"
+	progress "iperf3 -P 4${how:+ $how}" "$col"
 	if ! command -v iperf3 >/dev/null; then
 		cell[$key,$col]="n/a (no iperf3)"
 		return
@@ -775,20 +781,19 @@ iperf3_row() {
 		show_err "$col iperf3 server" "$tmp/$name-srv.out" "$tmp/$name-srv.err"
 	else
 		[[ -n ${c_bind[$col]} ]] && bind=(-B "${c_bind[$col]}")
-		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m ${dir:+"$dir"} "${bind[@]}" &
-		local ip=$!
-		if [[ -z $dir ]]; then
-			# a connection of its own beside the bulk: what waits behind it
+		client "$col" "$name" iperf3 -c "${c_addr[$col]}" -p "$port" -P 4 -t "$ip_secs" -f m "${dir[@]}" "${bind[@]}" &
+		ip=$!
+		if [[ $how == hol ]]; then
 			sleep 0.3
-			bench_client "$col" "$name-hol" rtt -n 500 -s 64
-			cell[hol,$col]=$(kv "$tmp/$name-hol.out" median_us)
-			[[ -n ${cell[hol,$col]} ]] || fail_cell hol "$col" "$(why "$tmp/$name-hol.err")"
+			bench_client "$col" "$name-rtt" rtt -n 500 -s 64
+			cell[hol,$col]=$(kv "$tmp/$name-rtt.out" median_us)
+			[[ -n ${cell[hol,$col]} ]] || reason=$(why "$tmp/$name-rtt.err")
 		fi
 		wait "$ip"
 		rc=$?
-		cell[$key,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
+		[[ $how == hol ]] || cell[$key,$col]=$(awk '/^\[SUM\].*receiver/ { printf "%.0f", $(NF - 2) }' "$tmp/$name.out")
 		if ((rc != 0)) || [[ -z ${cell[$key,$col]} ]]; then
-			reason="iperf3: $(grep -m 1 -i error "$tmp/$name.out" "$tmp/$name.err" | cut -d: -f2- | cut -c1-80)"
+			[[ -z $reason ]] && reason="iperf3: $(grep -m 1 -i error "$tmp/$name.out" "$tmp/$name.err" | cut -d: -f2- | cut -c1-80)"
 			show_err "$col iperf3" "$tmp/$name.out" "$tmp/$name.err" "$tmp/$name-srv.err"
 		fi
 	fi
@@ -827,6 +832,7 @@ if ((nup)); then
 	if tool_ok iperf3; then
 		for col in "${up[@]}"; do iperf3_row "$col"; done
 		for col in "${up[@]}"; do iperf3_row "$col" -R; done
+		for col in "${up[@]}"; do iperf3_row "$col" hol; done
 	fi
 fi
 for col in "${up[@]}"; do
