@@ -37,23 +37,23 @@ hubs() {
 	rs_hub_start "$NS_B" env "$@"
 }
 
-# link_cc NS: the congestion control of NS's end of the link (the
-# connection to or from the hubs' port)
-link_cc() {
-	local port
-	port=$(rs_stat "$1" | jq -r .port)
-	ip netns exec "$1" ss -tinH state established "( sport = :$port or dport = :$port )" |
+# ss_cc NS SS_ARGS... FILTER: the congestion control of the first socket
+# of NS's hub's peer port that `ss -iH SS_ARGS... FILTER` shows; FILTER
+# has PORT in place of the port
+ss_cc() {
+	local ns=$1 port
+	port=$(rs_stat "$ns" | jq -r .port)
+	ip netns exec "$ns" ss -iH "${@:2:$#-2}" "${!#//PORT/$port}" |
 		grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1
 }
 
+# link_cc NS: the congestion control of NS's end of the link (the
+# connection to or from the hubs' port)
+link_cc() { ss_cc "$1" -tn state established "( sport = :PORT or dport = :PORT )"; }
+
 # listener_cc NS: the congestion control of the hub's listening socket on
 # its peer port in NS: what the end of a link that it accepts started with
-listener_cc() {
-	local port
-	port=$(rs_stat "$1" | jq -r .port)
-	ip netns exec "$1" ss -tlniH "( sport = :$port )" |
-		grep -oE '\b(reno|cubic|bbr[0-9]*|dctcp|htcp|vegas|westwood)\b' | head -n 1
-}
+listener_cc() { ss_cc "$1" -tln "( sport = :PORT )"; }
 
 # stream: 4 MiB from B to A's echo server under rshare, echoed back and
 # compared; then both ends of the link must name one algorithm, printed,
