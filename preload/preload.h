@@ -93,6 +93,8 @@ struct pfd {
 				next connect() reports its end (0 once, then EISCONN) */
 #define PFD_SELF 8           /* the descriptor is the connection's readiness
 				descriptor, no kernel TCP socket (ready.c) */
+#define PFD_ASYNC 16         /* the program set O_ASYNC, an owner or a signal:
+				signal-driven I/O goes by the readiness descriptor */
 
 extern PL_HIDDEN struct pfd *pfd_tab;
 extern PL_HIDDEN unsigned pfd_max;
@@ -215,6 +217,16 @@ PL_HIDDEN void pass_received(const struct msghdr *m);
 
 /* sockopt.c: the options set on fd's kernel socket go to its slot */
 PL_HIDDEN void so_carry(int fd, struct pfd *p);
+PL_HIDDEN int so_tcp_state(uint32_t slot); /* TCP_ESTABLISHED, TCP_CLOSE, ... */
+/* signal-driven I/O's settings of a descriptor: O_ASYNC, the owner
+ * (F_SETOWN, F_SETOWN_EX) and the signal (F_SETSIG); so_async_put sets
+ * them on another (a readiness descriptor, kept nonblocking) */
+struct so_async {
+	int on, sig;
+	struct f_owner_ex own;
+};
+PL_HIDDEN void so_async_get(int fd, struct so_async *a);
+PL_HIDDEN void so_async_put(int fd, const struct so_async *a);
 PL_HIDDEN void so_inherit(int lfd, const struct pfd *lp, uint32_t slot);
 /* SO_LINGER: 0 off, -1 on with a zero time (a last close resets), else
  * its time in seconds (a last close waits that long at most: vs_linger) */

@@ -44,14 +44,21 @@ static int rd_may(int fd, const struct pfd *p)
 int rd_fd(int fd, struct pfd *p)
 {
 	int pf = vs_poll_fd_cached(p->slot), onto = 0;
+	struct so_async a;
 	if (pf >= 0)
 		return pf;
-	if (!rd_may(fd, p))
-		return vs_poll_fd(p->slot, p->gen);
-	so_carry(fd, p);
-	pf = vs_poll_fd_onto(p->slot, p->gen, fd, &onto);
-	if (onto)
-		p->flags |= PFD_SELF;
+	if (p->flags & PFD_ASYNC)
+		so_async_get(fd, &a); /* what the dup3 onto fd would drop */
+	if (!rd_may(fd, p)) {
+		pf = vs_poll_fd(p->slot, p->gen);
+	} else {
+		so_carry(fd, p);
+		pf = vs_poll_fd_onto(p->slot, p->gen, fd, &onto);
+		if (onto)
+			p->flags |= PFD_SELF;
+	}
+	if (pf >= 0 && (p->flags & PFD_ASYNC))
+		so_async_put(pf, &a);
 	return pf;
 }
 
@@ -77,6 +84,7 @@ void rd_closing(int fd, const struct pfd *p)
 
 int rd_unbecome(int fd, struct pfd *p)
 {
+	struct so_async a;
 	int nfd, fl;
 	if (!(p->flags & PFD_SELF))
 		return 0;
@@ -86,11 +94,15 @@ int rd_unbecome(int fd, struct pfd *p)
 	/* the readiness descriptor stays this process's, at a high number */
 	vs_poll_unself(p->slot, fd);
 	fl = R(fcntl)(fd, F_GETFD);
+	if (p->flags & PFD_ASYNC)
+		so_async_get(fd, &a);
 	if (sys_dup3(nfd, fd, (fl > 0 && (fl & FD_CLOEXEC)) ? O_CLOEXEC : 0) < 0) {
 		R(close)(nfd);
 		return -1;
 	}
 	R(close)(nfd);
+	if (p->flags & PFD_ASYNC)
+		so_async_put(fd, &a);
 	p->flags &= (uint8_t)~PFD_SELF;
 	return 0;
 }

@@ -367,13 +367,15 @@ int getsockname(int fd, struct sockaddr *a, socklen_t *len)
 int getpeername(int fd, struct sockaddr *a, socklen_t *len)
 {
 	struct pfd *p = rs_of(fd);
+	int ts;
 	if (!p || p->kind != FD_RS)
 		return R(getpeername)(fd, a, len);
 	if (!a || !len) {
 		errno = EFAULT;
 		return -1;
 	}
-	if (atomic_load(&cl_slot(p->slot)->state) != SLOT_ESTABLISHED) {
+	ts = so_tcp_state(p->slot);
+	if (ts == TCP_CLOSE || ts == TCP_SYN_SENT) {
 		errno = ENOTCONN;
 		return -1;
 	}

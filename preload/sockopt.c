@@ -242,18 +242,22 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	return r;
 }
 
-/* TCP_INFO of an rshare connection: what its kernel socket says, in the
- * connection's state */
-static void so_tcp_info(struct arena_slot *as, void *val, socklen_t len)
+/* The TCP state of an rshare connection, as its kernel socket would be in:
+ * each end's FIN is as good as acknowledged once sent (the bytes before
+ * it left the send ring), so a connection shut down both ways is closed,
+ * as one in TIME_WAIT or past LAST_ACK is, and names no peer. */
+int so_tcp_state(uint32_t slot)
 {
+	struct arena_slot *as = cl_slot(slot);
 	uint32_t st = atomic_load(&as->state), fl = atomic_load(&as->flags);
-	uint8_t ts = TCP_CLOSE;
-	if (st == SLOT_ESTABLISHED)
-		ts = (fl & SLOTF_RX_FIN) ? TCP_CLOSE_WAIT : (fl & SLOTF_TX_FIN_SENT) ? TCP_FIN_WAIT2 : TCP_ESTABLISHED;
-	else if (st == SLOT_CONNECTING)
-		ts = TCP_SYN_SENT;
-	if (len >= 1)
-		((struct tcp_info *)val)->tcpi_state = ts;
+	int fin_out = (fl & SLOTF_TX_SHUT) && !vs_nunsent(slot);
+	if (st == SLOT_CONNECTING)
+		return TCP_SYN_SENT;
+	if (st != SLOT_ESTABLISHED)
+		return TCP_CLOSE;
+	if (fl & SLOTF_RX_FIN)
+		return fin_out ? TCP_CLOSE : (fl & SLOTF_TX_SHUT) ? TCP_LAST_ACK : TCP_CLOSE_WAIT;
+	return fin_out ? TCP_FIN_WAIT2 : (fl & SLOTF_TX_SHUT) ? TCP_FIN_WAIT1 : TCP_ESTABLISHED;
 }
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -298,8 +302,8 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return -1;
 	}
 	r = R(getsockopt)(k, level, name, val, len);
-	if (r == 0 && level == IPPROTO_TCP && name == TCP_INFO)
-		so_tcp_info(as, val, *len);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_INFO && *len >= 1)
+		((struct tcp_info *)val)->tcpi_state = (uint8_t)so_tcp_state(p->slot);
 	/* the kernel says whether it has the option; the slot where it is */
 	if (r == 0 && level == SOL_SOCKET && name == SO_PEEK_OFF && *len >= sizeof(int))
 		*(int *)val = atomic_load(&as->peek_off);
@@ -314,10 +318,55 @@ static int stays_nonblocking(const struct pfd *p)
 	return p->kind == FD_LISTEN || (p->flags & PFD_SELF);
 }
 
+void so_async_get(int fd, struct so_async *a)
+{
+	int fl = R(fcntl)(fd, F_GETFL);
+	a->on = fl > 0 ? fl & O_ASYNC : 0;
+	a->sig = R(fcntl)(fd, F_GETSIG);
+	if (a->sig < 0)
+		a->sig = 0;
+	if (R(fcntl)(fd, F_GETOWN_EX, &a->own) < 0)
+		a->own = (struct f_owner_ex){.type = F_OWNER_PID, .pid = 0};
+}
+
+void so_async_put(int fd, const struct so_async *a)
+{
+	int fl = R(fcntl)(fd, F_GETFL);
+	R(fcntl)(fd, F_SETOWN_EX, &a->own);
+	R(fcntl)(fd, F_SETSIG, a->sig);
+	if (fl >= 0 && (fl & O_ASYNC) != a->on)
+		R(fcntl)(fd, F_SETFL, (fl & ~O_ASYNC) | a->on);
+}
+
+/* Signal-driven I/O on a connection: the kernel signals for the readiness
+ * descriptor (core/hub/ready.c), readable at each arrival, writable again
+ * after a full ring, closed at a reset, as for a TCP socket.  So O_ASYNC
+ * makes the connection's readiness descriptor first, and what the program
+ * sets goes to fd (which reads it back) and to a readiness descriptor
+ * beside it; one that takes fd's place gets fd's settings (ready.c). */
+static int rs_async(int fd, struct pfd *p, int cmd, long arg)
+{
+	int r, pf;
+	p->flags |= PFD_ASYNC;
+	if (cmd == F_SETFL && (arg & O_ASYNC) && (pf = rd_fd(fd, p)) < 0) {
+		errno = -pf;
+		return -1;
+	}
+	r = R(fcntl)(fd, cmd, cmd == F_SETFL && stays_nonblocking(p) ? arg | O_NONBLOCK : arg);
+	if (r < 0)
+		return r;
+	if ((pf = vs_poll_fd_cached(p->slot)) >= 0 && pf != fd) {
+		struct so_async a;
+		so_async_get(fd, &a);
+		so_async_put(pf, &a);
+	}
+	return r;
+}
+
 static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 {
 	struct arena_slot *as = cl_slot(p->slot);
-	int r;
+	int r, rs = p->kind == FD_RS;
 	switch (cmd) {
 	case F_GETFL:
 		r = R(fcntl)(fd, F_GETFL);
@@ -325,7 +374,10 @@ static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 			r = (r & ~O_NONBLOCK) | ((atomic_load(&as->flags) & SLOTF_NONBLOCK) ? O_NONBLOCK : 0);
 		return r;
 	case F_SETFL:
-		r = R(fcntl)(fd, F_SETFL, stays_nonblocking(p) ? arg | O_NONBLOCK : arg);
+		if (rs && ((arg & O_ASYNC) || (p->flags & PFD_ASYNC)))
+			r = rs_async(fd, p, cmd, arg);
+		else
+			r = R(fcntl)(fd, F_SETFL, stays_nonblocking(p) ? arg | O_NONBLOCK : arg);
 		if (r == 0) {
 			if (arg & O_NONBLOCK)
 				atomic_fetch_or(&as->flags, SLOTF_NONBLOCK);
@@ -333,6 +385,10 @@ static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 				atomic_fetch_and(&as->flags, ~SLOTF_NONBLOCK);
 		}
 		return r;
+	case F_SETOWN:
+	case F_SETOWN_EX:
+	case F_SETSIG:
+		return rs ? rs_async(fd, p, cmd, arg) : R(fcntl)(fd, cmd, arg);
 	default:
 		return R(fcntl)(fd, cmd, arg);
 	}
@@ -349,7 +405,7 @@ int fcntl(int fd, int cmd, ...)
 	p = rs_of(fd);
 	if (p && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		return pfd_dup(fd, R(fcntl)(fd, cmd, arg));
-	if (!p || (cmd != F_GETFL && cmd != F_SETFL))
+	if (!p || (cmd != F_GETFL && cmd != F_SETFL && cmd != F_SETOWN && cmd != F_SETOWN_EX && cmd != F_SETSIG))
 		return R(fcntl)(fd, cmd, arg);
 	return rs_fcntl(fd, p, cmd, arg);
 }
@@ -377,6 +433,16 @@ int ioctl(int fd, unsigned long req, ...)
 	if (p && p->kind == FD_RS && (req == FIONREAD || req == SIOCOUTQ) && arg) {
 		*(int *)arg = req == FIONREAD ? vs_nread(p->slot) : vs_nunsent(p->slot);
 		return 0;
+	}
+	/* signal-driven I/O's ioctls on a connection: as fcntl's (rs_async) */
+	if (p && p->kind == FD_RS && (req == FIOASYNC || req == FIOSETOWN || req == SIOCSPGRP) && arg) {
+		int fl;
+		if (req != FIOASYNC)
+			return rs_async(fd, p, F_SETOWN, *(int *)arg);
+		if ((fl = R(fcntl)(fd, F_GETFL)) < 0)
+			return -1;
+		fl = *(int *)arg ? fl | O_ASYNC : fl & ~O_ASYNC;
+		return rs_async(fd, p, F_SETFL, fl);
 	}
 	if (p && req == FIONBIO && arg) {
 		if (*(int *)arg)

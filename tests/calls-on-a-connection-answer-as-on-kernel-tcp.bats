@@ -8,7 +8,10 @@
 # SIOCOUTQ counts no byte that a same-node peer holds, as loopback's
 # acknowledged bytes are not counted (core/proc/vsock_data.c); recvmsg
 # and recvfrom give no source address (msg_namelen 0), where the library
-# gave the peer's (preload/io.c); a nonblocking send of 1 MiB that the
+# gave the peer's (preload/io.c); a connection shut down one way reads
+# FIN_WAIT2 and CLOSE_WAIT in TCP_INFO, and shut down both ways is closed
+# (TCP_CLOSE, getpeername ENOTCONN), where it read ESTABLISHED and kept
+# its peer's name (preload/sockopt.c, so_tcp_state); a nonblocking send of 1 MiB that the
 # peer does not read yet is taken whole, and a few MiB before EAGAIN, as
 # loopback's send buffer takes them, where the ring took 128 KiB
 # (core/proc/vsock_grow.c); and sendfile, TCP_CORK,

@@ -11,8 +11,9 @@ shutdown(SHUT_RDWR); connect, bind, listen and accept on a connection (made,
 accepted, or under way) and bind on a listener; then a dual-stack
 listener's names for a client of each family, option defaults of a
 connection and an accepted one, zero-length and vector sends and
-receives (recvmsg and recvfrom give no address), a second shutdown, a
-reset, and calls on a socket never connected.  The same lines on kernel
+receives (recvmsg and recvfrom give no address), a second shutdown, the
+TCP states (TCP_INFO) and names of a connection shut down one way, then
+both (closed: getpeername fails with ENOTCONN), a reset, and calls on a socket never connected.  The same lines on kernel
 TCP as on any transport that behaves as it does.  Waits for what it looks
 at (poll), never for a time, except between the sends to a closed peer."""
 import errno
@@ -194,6 +195,12 @@ tryit("shutdown SHUT_WR again", lambda: c.shutdown(socket.SHUT_WR))
 tryit("send after SHUT_WR", lambda: c.send(b"x"))
 wait_in(a); tryit("peer reads", lambda: a.recv(10)); tryit("peer reads again", lambda: a.recv(10))
 tryit("peer sends back", lambda: a.send(b"back")); wait_in(c); tryit("half-closed end reads", lambda: c.recv(10))
+state = lambda s: s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)[0]
+tryit("states, one way shut", lambda: (state(c), state(a), c.getpeername()[0], a.getpeername()[0]))
+tryit("the peer shuts its way", lambda: a.shutdown(socket.SHUT_WR)); wait_in(c); tryit("then reads", lambda: c.recv(10))
+tryit("states, both ways shut", lambda: (state(c), state(a)))
+tryit("getpeername, both ways shut", lambda: c.getpeername()[0]); tryit("its peer's", lambda: a.getpeername()[0])
+tryit("getsockname, both ways shut", lambda: c.getsockname()[0])
 c.close(); a.close()
 # a reset: the peer closes with SO_LINGER 0
 c, a = pair()

@@ -69,7 +69,6 @@ enum slot_state {
 #define SLOTF_TX_SHUT  0x2u  /* shutdown(SHUT_WR) done here */
 #define SLOTF_RX_SHUT  0x4u  /* shutdown(SHUT_RD) done here */
 #define SLOTF_NONBLOCK 0x8u  /* O_NONBLOCK on the shared open file */
-#define SLOTF_TX_FIN_SENT 0x10u
 #define SLOTF_RESET    0x20u  /* the connection was reset (readable, as the kernel's) */
 #define SLOTF_SMALL    0x40u  /* its rings start below ARENA_DEFAULT_RING and grow to it
 				* when used (verbs): SO_RCVBUF/SO_SNDBUF report that */
