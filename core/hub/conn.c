@@ -265,13 +265,21 @@ struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool
 	return NULL;
 }
 
-/* How well listener ls's address matches dst: 2 the same address, 1 any
- * address, 0 not at all (the kernel's score) */
+/* How well listener ls matches a connection to dst (unmapped), as the
+ * kernel scores them: 0 not at all (another address; an IPv4 listener and
+ * an IPv6 destination; an IPV6_V6ONLY listener and an IPv4 one); else a
+ * listener bound to that address before one bound to any, and of two
+ * alike, for an IPv4 destination, the IPv4 listener before the IPv6
+ * one that takes IPv4 too. */
 static int listener_score(const struct hsock *ls, const union sockaddr_any *dst)
 {
 	union sockaddr_any la = ls->local;
+	int same = ls->local.sa.sa_family == dst->sa.sa_family, base;
+	if (dst->sa.sa_family == AF_INET6 ? !same : ls->v6only)
+		return 0;
 	wire_addr_unmap(&la);
-	return addr_same_ip(&la, dst) ? 2 : addr_is_any(&la) ? 1 : 0;
+	base = addr_same_ip(&la, dst) ? 2 : addr_is_any(&la) ? 1 : 0;
+	return base ? base * 2 + same : 0;
 }
 
 /* The listener that a CONNECT to c's address and port reaches: one bound
@@ -286,6 +294,7 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 	uint32_t n = 0, k;
 	int best = 0;
 	wire_addr_get(&dst, c->family, c->addr_a, c->port);
+	wire_addr_unmap(&dst);
 	for (uint32_t sid = h->lis_port[c->port]; sid; sid = h->socks[sid]->lis_next_port) {
 		int sc = listener_score(h->socks[sid], &dst);
 		if (sc > best)

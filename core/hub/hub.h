@@ -310,7 +310,8 @@ struct hsock {
 	uint64_t susp_node, susp_ms; /* suspended: the peer node, and since when */
 	uint64_t unacked_ms;        /* ... since when it has had data the peer did not take */
 	union sockaddr_any local, peer_addr;
-	uint16_t lport;             /* listener: its port, backlog, wake-up, and */
+	uint16_t lport;             /* listener: its port, backlog, wake-up, */
+	uint16_t v6only;            /* ... IPV6_V6ONLY (an IPv6 one takes no IPv4), and */
 	int backlog, evfd;
 	uint64_t lino;              /* ... its kernel listener's inode, as its process said */
 	uint32_t lis_at;            /* ... its index in h->listeners, and the next listener */

@@ -190,6 +190,7 @@ static void req_listen(struct hub *h, struct proc *pr, const struct msg_req *q, 
 		return;
 	}
 	s->local = q->addr;
+	s->v6only = q->addr.sa.sa_family == AF_INET6 && (q->flags & MSG_LISTEN_V6ONLY);
 	r->rep.status = hub_listen(h, s, &q->addr, q->arg, r->rfd, q->token);
 	if (r->rep.status) {
 		hsock_release(h, s, 1);

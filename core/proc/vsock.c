@@ -326,8 +326,15 @@ int vs_listen(const union sockaddr_any *bound, int backlog, uint32_t rxsize, uin
 	struct cl_adopted a;
 	struct stat st;
 	int efd, ret, got = -1;
+	int v6only = 0;
+	socklen_t vl = sizeof(v6only);
 	if (kfd >= 0 && fstat(kfd, &st) == 0)
 		q.token = (uint64_t)st.st_ino;
+	/* the kernel's IPv6 listener takes IPv4 connections unless IPV6_V6ONLY;
+	 * the hub matches connections to listeners as the kernel does */
+	if (bound->sa.sa_family == AF_INET6 && kfd >= 0 &&
+	    syscall(SYS_getsockopt, kfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl) == 0 && v6only)
+		q.flags |= MSG_LISTEN_V6ONLY;
 	/* a process with no pool yet whose listener a pool registered (it came
 	 * from a process that did not know it: Node's cluster hands its
 	 * workers a bound socket) joins that pool */

@@ -98,6 +98,7 @@ struct msg_pass_name {
 };
 
 #define MSG_RELEASE_NOREPLY 2
+#define MSG_LISTEN_V6ONLY 1 /* an IPv6 listener with IPV6_V6ONLY: no IPv4 connection */
 
 struct msg_req {
 	uint32_t op;
@@ -107,7 +108,7 @@ struct msg_req {
 	int32_t arg;
 	uint32_t rxsize;
 	uint32_t txsize;
-	uint32_t pad;
+	uint32_t flags;     /* MSG_LISTEN: MSG_LISTEN_V6ONLY */
 	uint64_t token;     /* MSG_FORK: the parent's token */
 	union sockaddr_any addr;
 	union sockaddr_any local;
