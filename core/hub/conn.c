@@ -266,11 +266,9 @@ struct hsock *hub_listener_by_ino(struct hub *h, uint64_t ino, const struct pool
 }
 
 /* How well listener ls matches a connection to dst (unmapped), as the
- * kernel scores them: 0 not at all (another address; an IPv4 listener and
- * an IPv6 destination; an IPV6_V6ONLY listener and an IPv4 one); else a
- * listener bound to that address before one bound to any, and of two
- * alike, for an IPv4 destination, the IPv4 listener before the IPv6
- * one that takes IPv4 too. */
+ * kernel scores: 0 not (another address or family: IPv6 to IPv4, IPv4 to
+ * IPV6_V6ONLY), then bound to any, then to dst; of two bound alike, IPv4
+ * to the IPv4 listener before the IPv6 one */
 static int listener_score(const struct hsock *ls, const union sockaddr_any *dst)
 {
 	union sockaddr_any la = ls->local;
@@ -278,15 +276,13 @@ static int listener_score(const struct hsock *ls, const union sockaddr_any *dst)
 	if (dst->sa.sa_family == AF_INET6 ? !same : ls->v6only)
 		return 0;
 	wire_addr_unmap(&la);
-	base = addr_same_ip(&la, dst) ? 2 : addr_is_any(&la) ? 1 : 0;
+	base = addr_same_ip(&la, dst) ? 2 : addr_is_any(&la);
 	return base ? base * 2 + same : 0;
 }
 
-/* The listener that a CONNECT to c's address and port reaches: one bound
- * to that address before one bound to any, as the kernel scores them;
- * among several alike (SO_REUSEPORT: a group of processes or threads that
- * each listen), the one that the connection's source address and port
- * pick, as the kernel spreads a reuseport group by a hash of them. */
+/* The listener that a CONNECT to c's address and port reaches: the best
+ * scored; of several alike (SO_REUSEPORT), the one a hash of its source
+ * address and port picks, as the kernel spreads a reuseport group. */
 static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 {
 	union sockaddr_any dst;
@@ -294,7 +290,6 @@ static struct hsock *find_listener(struct hub *h, const struct wire_ctl *c)
 	uint32_t n = 0, k;
 	int best = 0;
 	wire_addr_get(&dst, c->family, c->addr_a, c->port);
-	wire_addr_unmap(&dst);
 	for (uint32_t sid = h->lis_port[c->port]; sid; sid = h->socks[sid]->lis_next_port) {
 		int sc = listener_score(h->socks[sid], &dst);
 		if (sc > best)
