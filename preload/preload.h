@@ -131,17 +131,23 @@ static inline struct pfd *rs_of(int fd)
 	return __builtin_expect(p->pending, 0) && rs_settle(fd, p) ? NULL : p;
 }
 
-/* A vfork child (a child that shares this memory: cl.pid is its
- * parent's): the table and the references are its parent's, so until it
- * execs (exec.c, spawn mode) its descriptor calls are the kernel's alone. */
-/* A listener's wake-up (its eventfd) emptied. */
+/* A listener's wake-up (its eventfd) emptied, and the readiness
+ * descriptor its signals come by (O_ASYNC: sockopt.c), if it has one. */
 static inline void lis_drain(const struct pfd *p)
 {
 	uint64_t junk;
+	char b[256];
+	int pf;
 	while (sys_read(p->evfd, &junk, sizeof(junk)) > 0)
 		;
+	if ((p->flags & PFD_ASYNC) && (pf = vs_poll_fd_cached(p->slot)) >= 0)
+		while (sys_read(pf, b, sizeof(b)) == (ssize_t)sizeof(b))
+			;
 }
 
+/* A vfork child (a child that shares this memory: cl.pid is its
+ * parent's): the table and the references are its parent's, so until it
+ * execs (exec.c, spawn mode) its descriptor calls are the kernel's alone. */
 static inline int pl_vfork_child(void)
 {
 	return cl.pid && getpid() != cl.pid;

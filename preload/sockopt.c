@@ -366,7 +366,7 @@ static int rs_async(int fd, struct pfd *p, int cmd, long arg)
 static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 {
 	struct arena_slot *as = cl_slot(p->slot);
-	int r, rs = p->kind == FD_RS;
+	int r, rs = p->kind == FD_RS || p->kind == FD_LISTEN;
 	switch (cmd) {
 	case F_GETFL:
 		r = R(fcntl)(fd, F_GETFL);
@@ -434,8 +434,8 @@ int ioctl(int fd, unsigned long req, ...)
 		*(int *)arg = req == FIONREAD ? vs_nread(p->slot) : vs_nunsent(p->slot);
 		return 0;
 	}
-	/* signal-driven I/O's ioctls on a connection: as fcntl's (rs_async) */
-	if (p && p->kind == FD_RS && (req == FIOASYNC || req == FIOSETOWN || req == SIOCSPGRP) && arg) {
+	/* signal-driven I/O's ioctls on a connection or listener: as fcntl's (rs_async) */
+	if (p && (p->kind == FD_RS || p->kind == FD_LISTEN) && (req == FIOASYNC || req == FIOSETOWN || req == SIOCSPGRP) && arg) {
 		int fl;
 		if (req != FIOASYNC)
 			return rs_async(fd, p, F_SETOWN, *(int *)arg);

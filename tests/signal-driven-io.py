@@ -15,6 +15,9 @@ lets the client set itself up and look for a signal that should not come:
   F  shut down its sending side
   R  reset (SO_LINGER 0, close)
   W  wait, then read to end of stream (the client fills its send buffer)
+A second listener, on PORT + 10, accepts only when its own signal says a
+connection came (O_ASYNC on a listener), and sends each connection the
+si_code of that signal.
 """
 import errno
 import fcntl
@@ -28,6 +31,7 @@ import time
 
 F_SETSIG, F_GETSIG = 10, 11
 RT = signal.SIGRTMIN + 1
+LRT = signal.SIGRTMIN + 2  # the listener's
 
 
 def peer(c):
@@ -60,6 +64,29 @@ def serve(l):
     while True:
         c, _ = l.accept()
         threading.Thread(target=peer, args=(c,), daemon=True).start()
+
+
+def signalled_listener(port, host):
+    """a listener on port + 10 that accepts when its signal comes, and
+    tells each connection the si_code it came with"""
+    l = listener(port + 10, host)
+    l.setblocking(False)
+    fcntl.fcntl(l, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(l, F_SETSIG, LRT)
+    fcntl.fcntl(l, fcntl.F_SETFL, fcntl.fcntl(l, fcntl.F_GETFL) | os.O_ASYNC)
+
+    def loop():
+        while True:
+            code = signal.sigwaitinfo([LRT]).si_code
+            while True:
+                try:
+                    c, _ = l.accept()
+                except BlockingIOError:
+                    break
+                c.setblocking(True)
+                c.sendall(b'signalled %d' % code)
+                c.close()
+    threading.Thread(target=loop, daemon=True).start()
 
 
 def listener(port, host='::'):
@@ -153,19 +180,30 @@ def client(host, port):
     scenario(host, port, b'D', how='async-first')
     scenario(host, port, b'D', how='ioctl', sig=signal.SIGIO)
     scenario(host, port, b'D', polled=True)
+    for i in range(3):  # a listener's signal, for each connection
+        s = socket.create_connection((host, port + 10))
+        s.settimeout(5)
+        try:
+            say('listener', s.recv(20).decode())
+        except socket.timeout:
+            say('listener', 'no signal')
+        s.close()
     say('end')
 
 
 if __name__ == '__main__':
     role = sys.argv[1]
     if role == 'server':
+        signal.pthread_sigmask(signal.SIG_BLOCK, [LRT])
         l = listener(int(sys.argv[2]))
+        signalled_listener(int(sys.argv[2]), '::')
         say('ready')
         serve(l)
     elif role == 'client':
         client(sys.argv[2], int(sys.argv[3]))
     else:
-        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGIO, RT])
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGIO, RT, LRT])
         l = listener(int(sys.argv[2]), '::1')
+        signalled_listener(int(sys.argv[2]), '::1')
         threading.Thread(target=serve, args=(l,), daemon=True).start()
         client('::1', int(sys.argv[2]))

@@ -322,7 +322,8 @@ struct hsock {
 	 * the processes, poll_h written and drained by the hub; the hub's
 	 * copies, -1 when it holds none (a keeper may: keep.c) */
 	int poll_p, poll_h;
-	unsigned poll_fin : 1, poll_hup : 1;
+	unsigned poll_fin : 1, poll_hup : 1,
+		poll_lis : 1;    /* a listener's: a byte at each connection queued */
 	unsigned poll_ends : 2,  /* the ends that exist: bit 0 P, bit 1 H */
 		poll_sent : 1,   /* sent to keeper poll_k, not yet answered */
 		poll_kept : 1,   /* ... held by it */

@@ -32,6 +32,10 @@
  *   connect   while a nonblocking connect is under way the hub keeps P
  *             filled (not writable); it drains it when the connection is
  *             made, refused, or given to kernel TCP (then nothing more).
+ *   listener  a listener's (only for signal-driven I/O: its poll goes by
+ *             its eventfd) gets a byte each time the hub wakes it with
+ *             connections queued; its accepts read them out, and the
+ *             kernel signals the owner the process set on P.
  *   closed    a reset or lost connection: the hub writes a byte into P and
  *             closes H, so the kernel marks P with ECONNRESET (a unix
  *             socket closed with unread data does that to its peer) and P
@@ -83,7 +87,9 @@ int hpoll_get(struct hsock *s)
 	s->poll_p = sv[0];
 	s->poll_h = sv[1];
 	s->poll_fin = s->poll_hup = 0;
-	s->poll_rx_tail = ring_load(&hsock_ring(s, 0)->tail);
+	s->poll_lis = s->state == HS_LISTENING;
+	if (!s->poll_lis)
+		s->poll_rx_tail = ring_load(&hsock_ring(s, 0)->tail);
 	if (s->lp) /* same node: tell the hub at the next arrival */
 		atomic_store(&hpair_dir(s, 0)->rx_want, 1);
 	atomic_store(&s->as->rx_sig, 0);
@@ -143,6 +149,15 @@ void hpoll_reflect(struct hsock *s)
 		 * never dropped, or a waiter would sleep for ever */
 		if (s->pool && s->pool->base)
 			arena_ring(s->pool->base, s->slot, SLOTOP_POLL);
+		return;
+	}
+	if (s->poll_lis) {
+		/* a listener's, for the signals of its processes (O_ASYNC):
+		 * a byte each time it is woken with connections queued, which
+		 * its accepts read out */
+		if (s->state == HS_LISTENING && s->qlen && send(hfd, "a", 1, MSG_NOSIGNAL) < 0) {
+			/* full: its process has not accepted for a long while */
+		}
 		return;
 	}
 	if (s->state == HS_FALLBACK) {

@@ -262,7 +262,7 @@ static void req_accept(struct hub *h, struct proc *pr, const struct msg_req *q, 
 static void req_pollfd(struct hub *h, struct proc *pr, const struct msg_req *q, struct req *r)
 {
 	struct hsock *s = hsock_get(h, pr->pool, q->slot, q->gen);
-	if (!s || !proc_holds(pr, s->sid) || s->state == HS_LISTENING) {
+	if (!s || !proc_holds(pr, s->sid)) {
 		r->rep.status = -EBADF;
 		return;
 	}
