@@ -78,8 +78,16 @@ void rd_settled(int fd, struct pfd *p)
 
 void rd_closing(int fd, const struct pfd *p)
 {
+	int pf, fl;
 	if ((p->flags & PFD_SELF) && vs_nrefs(p->slot) > 1)
 		vs_poll_unself(p->slot, fd);
+	/* the last close of a socket with signal-driven I/O: the hub keeps
+	 * the readiness descriptor's file open while the connection ends,
+	 * and the kernel would signal its owner for a socket it closed
+	 * (kernel TCP's file is gone); O_ASYNC goes from that file first */
+	if ((p->flags & PFD_ASYNC) && vs_nrefs(p->slot) == 1 && atomic_load(&cl_slot(p->slot)->holders) <= 1 &&
+	    (pf = vs_poll_fd_cached(p->slot)) >= 0 && (fl = R(fcntl)(pf, F_GETFL)) >= 0 && (fl & O_ASYNC))
+		R(fcntl)(pf, F_SETFL, fl & ~O_ASYNC);
 }
 
 int rd_unbecome(int fd, struct pfd *p)

@@ -4,7 +4,9 @@
 # the ioctls FIOSETOWN and FIOASYNC), and a signal of its choice
 # (F_SETSIG), a program is signalled when data arrives (POLL_IN), at the
 # peer's end of stream and reset, and when a full send buffer has room
-# again, never before, and no more once O_ASYNC is off; set in either
+# again, never before, not after it closed the socket (the hub keeps the
+# readiness descriptor's file open while the connection ends: its end
+# signalled the program), and no more once O_ASYNC is off; set in either
 # order, or on a descriptor already polled; and a listener with O_ASYNC
 # is signalled for each connection that comes.  The kernel signals for the
 # connection's readiness descriptor (preload/sockopt.c, rs_async), and a

@@ -168,8 +168,10 @@ def scenario(host, port, what, sig=RT, how='fcntl', polled=False):
         drain(sig)
         line += ['full', sent > 0, 'room', wait(sig, 5) is not None]
         s.setblocking(True)
-    say(*line)
+    drain(sig)
     s.close()
+    # the peer closes after it: no signal for a socket the program closed
+    say(*line, 'after close', wait(sig, 0.3))
 
 
 def client(host, port):
