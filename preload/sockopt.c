@@ -321,7 +321,7 @@ static int stays_nonblocking(const struct pfd *p)
 void so_async_get(int fd, struct so_async *a)
 {
 	int fl = R(fcntl)(fd, F_GETFL);
-	a->on = fl > 0 ? fl & O_ASYNC : 0;
+	a->on = fl >= 0 ? fl & O_ASYNC : 0;
 	a->sig = R(fcntl)(fd, F_GETSIG);
 	if (a->sig < 0)
 		a->sig = 0;
@@ -336,6 +336,12 @@ void so_async_put(int fd, const struct so_async *a)
 	R(fcntl)(fd, F_SETSIG, a->sig);
 	if (fl >= 0 && (fl & O_ASYNC) != a->on)
 		R(fcntl)(fd, F_SETFL, (fl & ~O_ASYNC) | a->on);
+}
+
+/* a descriptor whose signal-driven I/O is rs_async's: a connection's or a listener's */
+static int async_kind(const struct pfd *p)
+{
+	return p->kind == FD_RS || p->kind == FD_LISTEN;
 }
 
 /* Signal-driven I/O on a connection: the kernel signals for the readiness
@@ -366,7 +372,7 @@ static int rs_async(int fd, struct pfd *p, int cmd, long arg)
 static int rs_fcntl(int fd, struct pfd *p, int cmd, long arg)
 {
 	struct arena_slot *as = cl_slot(p->slot);
-	int r, rs = p->kind == FD_RS || p->kind == FD_LISTEN;
+	int r, rs = async_kind(p);
 	switch (cmd) {
 	case F_GETFL:
 		r = R(fcntl)(fd, F_GETFL);
@@ -435,7 +441,7 @@ int ioctl(int fd, unsigned long req, ...)
 		return 0;
 	}
 	/* signal-driven I/O's ioctls on a connection or listener: as fcntl's (rs_async) */
-	if (p && (p->kind == FD_RS || p->kind == FD_LISTEN) && (req == FIOASYNC || req == FIOSETOWN || req == SIOCSPGRP) && arg) {
+	if (p && async_kind(p) && (req == FIOASYNC || req == FIOSETOWN || req == SIOCSPGRP) && arg) {
 		int fl;
 		if (req != FIOASYNC)
 			return rs_async(fd, p, F_SETOWN, *(int *)arg);

@@ -27,20 +27,12 @@ teardown() {
 }
 
 @test "on one node, IPv4 and IPv6 connections reach the listeners kernel TCP gives them" {
-	local tcp rs n pre p out
+	local n
 	rs_netns "$NS_A"
 	ip -n "$NS_A" addr add ::1/128 dev lo 2>/dev/null || true
-	for pre in "" --rshare; do
-		p=7471
-		[[ -n $pre ]] && p=7491
-		rs_bg "fam-srv-$p" "$NS_A" $pre python3 "$PROG" server $p
-		rs_wait_ready "fam-srv-$p"
-		out=$(rs_exec "$NS_A" $pre python3 "$PROG" client 127.0.0.1,::1 $p 2>&1) || true
-		if [[ -z $pre ]]; then tcp=$out; else rs=$out; fi
-	done
-	echo "# $(grep -c . <<<"$tcp") lines, e.g. '$(sed -n 3p <<<"$tcp")'" >&3
-	[[ $tcp == *$'\nend' ]] || rs_fail "kernel TCP: '$tcp'"
-	[[ $rs == "$tcp" ]] || rs_fail "under rshare: $(diff <(echo "$tcp") <(echo "$rs"))"
+	rs_vs_kernel fam "$NS_A" 7471 python3 "$PROG" server PORT -- python3 "$PROG" client 127.0.0.1,::1 PORT
+	echo "# $(grep -c . <<<"$RS_TCP") lines, e.g. '$(sed -n 3p <<<"$RS_TCP")'" >&3
+	[[ $RS_TCP == *$'\nend' ]] || rs_fail "kernel TCP: '$RS_TCP'"
 	n=$(rs_stat "$NS_A" | jq .counters.local_connects)
 	((n == 6)) || rs_fail "the hub counted $n same-node connections, want 6"
 }
